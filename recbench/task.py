@@ -1,0 +1,64 @@
+"""Task and Method base classes: a Task = examples + methods (request generators) + a scorer."""
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar, Iterable
+
+from omegaconf import DictConfig
+
+from recbench.registry import lookup
+from recbench.types import Example, MethodGen, Outcome
+
+
+class Method(abc.ABC):
+    """How a model is asked about one example; `needs_backend=False` for classic reference baselines."""
+
+    name: ClassVar[str] = "method"
+    needs_backend: ClassVar[bool] = True
+
+    def __init__(self, task: "Task", cfg: DictConfig):
+        self.task = task
+        self.cfg = cfg
+
+    @abc.abstractmethod
+    def run(self, example: Example) -> MethodGen:
+        """Generator: yield lists of Requests, receive Responses, return an Outcome."""
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Optional one-off work over all examples before the loop (e.g. fit a baseline)."""
+
+
+class Task(abc.ABC):
+    """A benchmark: loads Examples, names its Methods, scores Outcomes, says how to break results down."""
+
+    name: ClassVar[str] = "task"
+    #: method name -> Method class
+    methods: ClassVar[dict[str, type[Method]]] = {}
+    #: example.meta keys whose values get their own aggregate rows (e.g. difficulty)
+    breakdown_by: ClassVar[tuple[str, ...]] = ()
+    #: the metric named first in reports
+    headline_metric: ClassVar[str] = "score"
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+
+    @abc.abstractmethod
+    def load(self) -> list[Example]:
+        """All examples of this task, in a stable order (limit applies to this order)."""
+
+    @abc.abstractmethod
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """Per-example metrics (numbers; NaN means undefined and is excluded from means)."""
+
+    def make_method(self, method_cfg: DictConfig) -> Method:
+        """Instantiate the configured method, with a did-you-mean error for unknown names."""
+        cls = lookup(self.methods, method_cfg.name, what=f"method for task '{self.name}'", hint="method=")
+        return cls(self, method_cfg)
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies this task's data and settings in run records."""
+        return {"name": self.name}
+
+    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """Task-specific aggregates beyond per-metric means (optional)."""
+        return {}

@@ -1,0 +1,112 @@
+"""PerRecBench examples from the recbench group format: items, raw ratings, groups -> user-group Examples."""
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rank_bm25 import BM25Okapi
+
+from recbench.types import Example
+
+DIFFICULTY_BY_SIZE = {2: "easy", 3: "medium", 4: "hard"}
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens for BM25."""
+    return [w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split() if len(w) > 1]
+
+
+def bm25_top_k(query: str, docs: list[str], k: int) -> list[int]:
+    """Indices of the k docs most relevant to the query under BM25 (ties: most recent first)."""
+    if not docs:
+        return []
+    bm = BM25Okapi([tokenize(d) or ["_"] for d in docs])
+    scores = bm.get_scores(tokenize(query))
+    order = sorted(range(len(docs)), key=lambda i: (-scores[i], -i))
+    return order[:k]
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        raise FileNotFoundError(f"PerRecBench data file missing: {path}. Fix: set task.data_dir to a folder with "
+                                "items.jsonl, ratings.csv(.gz) and groups.jsonl (see data/README.md)")
+    return pd.read_json(path, lines=True) if path.suffix == ".jsonl" else pd.read_csv(path)
+
+
+def _require(df: pd.DataFrame, cols: list[str], path: Path) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: missing field(s) {missing}; present: {list(df.columns)}. "
+                         "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
+
+
+@functools.lru_cache(maxsize=8)
+def load_examples(data_dir: str, retrieval_k: int, history_max: int) -> tuple[Example, ...]:
+    """User-group examples with per-user history (before the query time), averages and BM25-retrieved items."""
+    root = Path(data_dir)
+    items_p = root / "items.jsonl"
+    ratings_p = next((p for p in (root / "ratings.csv.gz", root / "ratings.csv") if p.exists()), root / "ratings.csv")
+    groups_p = root / "groups.jsonl"
+    items = _read_table(items_p)
+    _require(items, ["item_id", "title"], items_p)
+    ratings = _read_table(ratings_p)
+    _require(ratings, ["user_id", "item_id", "rating", "timestamp"], ratings_p)
+    titles = dict(zip(items["item_id"].astype(str), items["title"].astype(str)))
+    ratings = ratings.astype({"user_id": str, "item_id": str}).sort_values(["user_id", "timestamp"], kind="stable")
+    by_user = {u: g for u, g in ratings.groupby("user_id", sort=False)}
+
+    examples = []
+    with open(groups_p, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            g = json.loads(line)
+            for field in ("group_id", "query_item", "timestamp", "users"):
+                if field not in g:
+                    raise ValueError(f"{groups_p}: record {line_no} has no field '{field}'")
+            q_title = titles.get(str(g["query_item"]))
+            if q_title is None:
+                raise ValueError(f"{groups_p}: record {line_no}: query_item {g['query_item']} not in {items_p}")
+            users = []
+            for m in g["users"]:
+                uid = str(m["user_id"])
+                hist = by_user.get(uid)
+                if hist is None:
+                    raise ValueError(f"{groups_p}: record {line_no}: user {uid} has no ratings in {ratings_p}")
+                t_query = m.get("timestamp", g["timestamp"])  # the user's own rating time of the query item
+                before = hist[hist["timestamp"] < t_query]
+                if before.empty:
+                    raise ValueError(f"{groups_p}: record {line_no}: user {uid} has no history before the query time")
+                hist_items = [{"item_id": i, "title": titles.get(i, i), "rating": float(r)}
+                              for i, r in zip(before["item_id"], before["rating"])][-history_max:]
+                avg = float(np.mean(before["rating"]))
+                mode = Counter(before["rating"].tolist()).most_common(1)[0][0]
+                top = bm25_top_k(q_title, [h["title"] for h in hist_items], retrieval_k)
+                users.append({
+                    "user_id": uid,
+                    "rating": float(m["rating"]),
+                    "avg_rating": round(avg, 4),
+                    "relative_rating": round(float(m["rating"]) - avg, 4),
+                    "most_common_rating": float(mode),
+                    "history_len": int(len(before)),
+                    "history": hist_items,
+                    "retrieved": [hist_items[i] for i in top],
+                })
+            difficulty = g.get("difficulty") or DIFFICULTY_BY_SIZE.get(len(users), f"size{len(users)}")
+            examples.append(Example(
+                id=str(g["group_id"]),
+                data={"query_item": str(g["query_item"]), "query_title": q_title, "timestamp": g["timestamp"],
+                      "users": users},
+                meta={"difficulty": difficulty, "group_size": len(users)},
+            ))
+    return tuple(examples)
+
+
+def true_order(users: list[dict[str, Any]]) -> list[str]:
+    """Ground truth: user ids ordered by relative rating, highest first."""
+    return [u["user_id"] for u in sorted(users, key=lambda u: -u["relative_rating"])]
