@@ -23,7 +23,10 @@ CREATE TABLE IF NOT EXISTS responses (
 
 def cache_key(identity: dict[str, Any], request: Request) -> str:
     """Key = hash(backend kind, model name + file/revision hash, chat template, adapter, messages, sampling, constraint)."""
-    return sha256_json({"model": identity, "request": request.content_dict()})
+    payload = {"model": identity, "request": request.content_dict()}
+    if identity.get("keyed_by_example"):  # replay backends (predictions): the answer depends on the example id
+        payload["example_id"] = request.example_id
+    return sha256_json(payload)
 
 
 class ResponseCache:

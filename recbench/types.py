@@ -60,6 +60,10 @@ class Request:
     adapter: Optional[str] = None  # LoRA adapter name/path, part of the cache key
     logprobs: Optional[int] = None
     purpose: str = "answer"  # e.g. "profile", "answer": for accounting only, not part of the key
+    # Which example asked, for replay backends that answer by example id (the `predictions` backend).
+    # Not part of the request content: it enters the cache key only for backends whose identity sets
+    # "keyed_by_example" (see recbench.cache.cache_key), so every real model keeps prompt-level caching.
+    example_id: Optional[str] = None
 
     @staticmethod
     def chat(messages: list[dict[str, str]], sampling: SamplingParams, **kw: Any) -> "Request":
