@@ -85,6 +85,14 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
                                 "total_wall_time_s": time.time() - t0},
         }
         metrics["counts"]["backend_errors"] = loop.stats.backend_errors
+        # cost of all the run's tokens (cached answers included) from the optional price table in the model config
+        from recbench.cost import run_cost
+
+        price = cfg.model.get("price") if uses_model else None
+        metrics["cost"] = run_cost(price, metrics["counts"]["prompt_tokens"], metrics["counts"]["completion_tokens"])
+        if metrics["cost"] is not None:  # what this invocation paid (cache hits cost nothing)
+            metrics["cost"]["this_invocation"] = run_cost(price, loop.stats.prompt_tokens,
+                                                          loop.stats.completion_tokens)["total"]
         store.write_metrics(metrics)
         store.close()
         cache.close()
