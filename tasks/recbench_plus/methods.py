@@ -1,0 +1,53 @@
+"""RecBench+ methods: the assistant prompt (with or without the user's history; fixed-K or open list)."""
+from __future__ import annotations
+
+from recbench.parsing import parse_list
+from recbench.prompts import render
+from recbench.registry import ConfigError
+from recbench.task import Method
+from recbench.types import Example, MethodGen, Outcome, Request, SamplingParams
+
+PKG = "recbench.tasks.recbench_plus"
+
+
+class AssistantMethod(Method):
+    """One chat request: system prompt + query (+ history); the raw answer is the prediction, scored as released."""
+
+    name = "assistant"
+
+    def request_sampling(self) -> SamplingParams:
+        """Explicit decoding parameters: the run's `sampling` block with this method's max_tokens."""
+        max_tokens = int(self.cfg.get("max_tokens", 200))
+        if hasattr(Method, "sampling"):  # the core Method helper (run-level temperature/top_p/seed)
+            return self.sampling(max_tokens)
+        return SamplingParams(max_tokens=max_tokens)
+
+    def messages(self, example: Example) -> list[dict[str, str]]:
+        """System + user messages of one query (templates system.j2 / assistant.j2 unless configured)."""
+        noun = example.meta.get("domain", "movie")
+        history: list[str] = []
+        if self.cfg.get("with_history", False):
+            history = self.task.history_titles(example, int(self.cfg.get("history_len", 20)),
+                                               exclude_ground_truth=bool(self.cfg.get("exclude_ground_truth", True)))
+        k = int(self.cfg.get("k", 0) or 0)
+        system = render(PKG, self.cfg.get("system_template", "system.j2"), noun=noun)
+        user = render(PKG, self.cfg.get("template", "assistant.j2"), noun=noun, query=example.data["query"],
+                      history=history, k=k)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def run(self, example: Example) -> MethodGen:
+        """Ask once; parse [SEP] titles (status ok), or a line/JSON list (repaired); keep the raw answer."""
+        if self.cfg.get("with_history", False) and not self.task.has_histories():
+            raise ConfigError(f"method '{self.cfg.name}' needs user histories, but task data '{self.task.cfg.data.kind}' has none")
+        req = Request.chat(self.messages(example), self.request_sampling(), example_id=example.id)
+        (resp,) = yield [req]
+        text = resp.text
+        if "[SEP]" in text:
+            titles, status, note = [t.strip() for t in text.split("[SEP]") if t.strip()], "ok", ""
+        else:
+            parsed = parse_list(text)
+            titles, status, note = (parsed.value or []), ("repaired" if parsed.ok else "failed"), parsed.note
+        k = int(self.cfg.get("k", 0) or 0)
+        return Outcome(prediction=text, parse_status=status,
+                       details={"titles": titles, "k": k, "with_history": bool(self.cfg.get("with_history", False)),
+                                "parse_note": note})
