@@ -1,0 +1,265 @@
+"""LLMRec methods: zero-shot prompting (the paper's off-the-shelf prompts) and classic reference baselines."""
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import svds
+
+from recbench.task import Method
+from recbench.types import Example, MethodGen, Outcome, Request, SamplingParams
+
+
+def _run_seed(method: Method) -> int:
+    """The method's `seed` key, else the run seed (sampling.seed), else 0."""
+    if method.cfg.get("seed") is not None:
+        return int(method.cfg.seed)
+    return int(getattr(method, "seed", 0) or 0)
+
+
+def _seed_for(seed: int, key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{seed}|{key}".encode(), digest_size=8).digest(), "big")
+
+
+class ZeroShot(Method):
+    """One prompt per example (task description + behaviour injection + format indicator), parsed by the task."""
+
+    name = "zero_shot"
+
+    def params(self) -> SamplingParams:
+        """Explicit decoding parameters from the run's `sampling` block; max_tokens from the method, else the task."""
+        max_tokens = int(self.cfg.get("max_tokens") or self.task.cfg.get("max_tokens", 128))
+        if getattr(self, "sampling_cfg", None) is not None:
+            return self.sampling(max_tokens)
+        return SamplingParams(max_tokens=max_tokens, seed=_run_seed(self))
+
+    def run(self, example: Example) -> MethodGen:
+        """Ask once, parse the answer."""
+        [resp] = yield [Request.chat(self.task.messages(example), self.params(), purpose="answer")]
+        return self.task.parse(resp, example)
+
+
+# ---- rating baselines ---------------------------------------------------------------------------
+class _RatingBaseline(Method):
+    needs_backend = False
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Fit means on the training reviews (everything but each user's held-out review)."""
+        train, _ = self.task.split()
+        self.global_mean = float(train["rating"].mean())
+        self.user_means = train.groupby("user_id")["rating"].mean().to_dict()
+        self.item_means = train.groupby("item_id")["rating"].mean().to_dict()
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """(rating, source of the estimate)."""
+        raise NotImplementedError
+
+    def run(self, example: Example) -> MethodGen:
+        """Predict without a model."""
+        pred, source = self.predict(example)
+        return Outcome(pred, "ok", {"source": source})
+        yield []  # noqa: unreachable - makes this a generator
+
+
+class GlobalMean(_RatingBaseline):
+    """Mean training rating for everyone."""
+
+    name = "global_mean"
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """The global mean."""
+        return self.global_mean, "global"
+
+
+class UserMean(_RatingBaseline):
+    """The user's mean training rating (global mean for users without training reviews)."""
+
+    name = "user_mean"
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """User mean, else global."""
+        u = self.user_means.get(example.data["user_id"])
+        return (u, "user") if u is not None else (self.global_mean, "global_fallback")
+
+
+class ItemMean(_RatingBaseline):
+    """The item's mean training rating (global mean for items without training reviews)."""
+
+    name = "item_mean"
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """Item mean, else global."""
+        i = self.item_means.get(example.data["item_id"])
+        return (i, "item") if i is not None else (self.global_mean, "global_fallback")
+
+
+class RandomRating(_RatingBaseline):
+    """A uniformly random integer rating 1-5 (seeded by `seed` and the example id)."""
+
+    name = "random"
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Nothing to fit."""
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """Random 1-5."""
+        rng = np.random.default_rng(_seed_for(_run_seed(self), example.id))
+        return float(rng.integers(1, 6)), "random"
+
+
+class Lead(Method):
+    """Extractive summary baseline: the first `words` words of the review text."""
+
+    name = "lead"
+    needs_backend = False
+
+    def run(self, example: Example) -> MethodGen:
+        """First words of the review."""
+        words = re.sub(r"\s+", " ", example.data["review_text"]).strip().split(" ")
+        return Outcome(" ".join(words[: int(self.cfg.get("words", 8))]), "ok")
+        yield []  # noqa: unreachable
+
+
+# ---- ranking baselines (fit on every user's items except the held-out one) ---------------------
+class _RankBaseline(Method):
+    needs_backend = False
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Score every example's candidates in one vectorised pass; keep the top-n ranking per example."""
+        train = self.task.train_sequences()
+        items = self.task.data.items
+        self.index = {it: j for j, it in enumerate(items)}
+        rows, cols, vals = [], [], []
+        self.user_row = {}
+        decay = float(self.cfg.get("recency_decay", 1.0)) if self.task.ordered_history else 1.0
+        for r, (u, seq) in enumerate(train.items()):
+            self.user_row[u] = r
+            L = len(seq)
+            for pos, it in enumerate(seq):
+                rows.append(r)
+                cols.append(self.index[it])
+                vals.append(decay ** (L - 1 - pos))
+        shape = (len(train), len(items))
+        # binary interactions X (duplicates collapse) and the recency-weighted history H used for scoring
+        self.X = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=shape)
+        self.X.data[:] = 1.0
+        self.H = sp.csr_matrix((np.asarray(vals), (rows, cols)), shape=shape)
+        self.fit()
+        todo = [e for e in examples]
+        cand = np.array([[self.index[c] for c in e.data["candidates"]] for e in todo], dtype=np.int64)
+        urow = np.array([self.user_row[e.data["user_id"]] for e in todo], dtype=np.int64)
+        scores = np.zeros(cand.shape)
+        bs = int(self.cfg.get("batch_users", 2048))
+        for s in range(0, len(todo), bs):
+            scores[s:s + bs] = self.score_batch(urow[s:s + bs], cand[s:s + bs])
+        n = max(self.task.ks)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :n]  # ties keep the frozen (shuffled) order
+        self.ranked = {e.id: [e.data["candidates"][j] for j in order[i]] for i, e in enumerate(todo)}
+
+    def fit(self) -> None:
+        """Fit the model on self.X."""
+
+    def score_batch(self, urows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        """Scores (batch x candidates)."""
+        raise NotImplementedError
+
+    def run(self, example: Example) -> MethodGen:
+        """The precomputed top-n candidates."""
+        return Outcome(self.ranked[example.id], "ok")
+        yield []  # noqa: unreachable
+
+
+class Popularity(_RankBaseline):
+    """Rank candidates by their number of training interactions."""
+
+    name = "popularity"
+
+    def fit(self) -> None:
+        """Item interaction counts."""
+        self.pop = np.asarray(self.X.sum(0)).ravel()
+
+    def score_batch(self, urows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        """Popularity of each candidate."""
+        return self.pop[cands]
+
+
+class ItemKNN(_RankBaseline):
+    """Item-based kNN: cosine similarity of item interaction vectors, summed over the (recency-weighted) history."""
+
+    name = "item_knn"
+
+    def fit(self) -> None:
+        """Cosine item-item similarity, optionally sparsified to each item's `neighbours` most similar items."""
+        norms = np.sqrt(np.asarray(self.X.sum(0)).ravel())
+        norms[norms == 0] = 1.0
+        Xn = self.X @ sp.diags(1.0 / norms)
+        S = (Xn.T @ Xn).tocsr()
+        S.setdiag(0.0)
+        S.eliminate_zeros()
+        k = self.cfg.get("neighbours")
+        if k:
+            S = _top_k_per_row(S, int(k))
+        self.S = S.T.tocsr()  # scores = H @ S^T : sum_j w_j * sim(candidate, j)
+        self.pop = np.asarray(self.X.sum(0)).ravel()
+
+    def score_batch(self, urows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        """Summed similarity to the history; popularity breaks ties (a tiny weight)."""
+        P = (self.H[urows] @ self.S).tocsr()
+        r = np.repeat(np.arange(len(urows)), cands.shape[1])
+        sims = np.asarray(P[r, cands.ravel()]).reshape(cands.shape)
+        return sims + 1e-9 * self.pop[cands] / (self.pop.max() or 1)
+
+
+class PureSVD(_RankBaseline):
+    """Matrix factorisation (PureSVD, Cremonesi et al. 2010): truncated SVD of the interaction matrix, fold-in scores."""
+
+    name = "mf"
+
+    def fit(self) -> None:
+        """Top-`factors` right singular vectors of X."""
+        k = min(int(self.cfg.get("factors", 64)), min(self.X.shape) - 1)
+        _, _, vt = svds(self.X.astype(np.float64), k=k, random_state=_run_seed(self))
+        self.V = vt.T  # items x k
+
+    def score_batch(self, urows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        """(h V) . V[c] for each candidate c."""
+        U = np.asarray(self.H[urows] @ self.V)  # batch x k
+        return np.einsum("bk,bck->bc", U, self.V[cands])
+
+
+class RandomRank(_RankBaseline):
+    """Random order of the candidates (seeded by `seed` and the user): the chance reference (HR@10 = 0.1 at 100)."""
+
+    name = "random"
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Seeded permutation per example."""
+        n = max(self.task.ks)
+        seed = _run_seed(self)
+        self.ranked = {}
+        for e in examples:
+            perm = np.random.default_rng(_seed_for(seed, e.id)).permutation(len(e.data["candidates"]))
+            self.ranked[e.id] = [e.data["candidates"][j] for j in perm[:n]]
+
+
+def _top_k_per_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """Keep the k largest entries of each row of a CSR matrix."""
+    S = S.tocsr()
+    indptr, indices, data = S.indptr, S.indices, S.data
+    keep = np.zeros(len(data), dtype=bool)
+    for i in range(S.shape[0]):
+        a, b = indptr[i], indptr[i + 1]
+        if b - a <= k:
+            keep[a:b] = True
+        else:
+            keep[a + np.argpartition(-data[a:b], k)[:k]] = True
+    out = sp.csr_matrix((np.where(keep, data, 0.0), indices, indptr), shape=S.shape)
+    out.eliminate_zeros()
+    return out
+
+
+__all__: list[Any] = ["ZeroShot", "GlobalMean", "UserMean", "ItemMean", "RandomRating", "Lead", "Popularity",
+                      "ItemKNN", "PureSVD", "RandomRank"]

@@ -1,0 +1,344 @@
+"""The five LLMRec tasks (Liu et al. 2023): rating, sequential, direct, explanation, summary on Amazon Beauty."""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import Any, ClassVar, Iterable
+
+import pandas as pd
+
+from recbench.parsing import parse_number
+from recbench.prompts import render
+from recbench.task import Task
+from recbench.tasks.llmrec import methods as m
+from recbench.tasks.llmrec import metrics as M
+from recbench.tasks.llmrec.candidates import load_candidates
+from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
+from recbench.tasks.llmrec.resolve import ItemResolver
+from recbench.types import Example, Outcome, Response
+
+PKG = "recbench.tasks.llmrec"
+
+
+def _clip(s: str, n: int | None) -> str:
+    s = " ".join(str(s).split())
+    return s if not n or len(s) <= n else s[: n - 1].rstrip() + "…"
+
+
+class LLMRecTask(Task):
+    """Shared parts: prompt rendering from templates/, task identity, lazy id -> example lookup."""
+
+    subtask: ClassVar[str] = ""
+    template: ClassVar[str] = ""
+
+    def identity(self) -> dict[str, Any]:
+        """Task name, LLMRec sub-task, dataset label and data location."""
+        return {"name": self.cfg.name, "benchmark": "llmrec", "subtask": self.subtask,
+                "dataset": self.cfg.get("dataset"), "data_dir": str(self.cfg.data_dir)}
+
+    def messages(self, example: Example) -> list[dict[str, str]]:
+        """System + user chat messages for the zero-shot prompt."""
+        user = render(PKG, self.cfg.get("template") or self.template, **self.prompt_vars(example))
+        return [{"role": "system", "content": render(PKG, self.cfg.get("system_template", "system.j2"))},
+                {"role": "user", "content": user}]
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """Template variables for one example."""
+        raise NotImplementedError
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """Turn a model answer into an Outcome with a parse status."""
+        raise NotImplementedError
+
+    @functools.cached_property
+    def by_id(self) -> dict[str, Example]:
+        """Examples by id (for corpus-level aggregates over run records)."""
+        return {e.id: e for e in self.load()}
+
+
+# ---- rating prediction ------------------------------------------------------------------------
+class _ReviewTask(LLMRecTask):
+    """Tasks on the Amazon Reviews 2023 format: each user's most recent review is held out."""
+
+    def split(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(train, test) reviews: leave-last-out per user by timestamp."""
+        return leave_last_out(load_reviews(str(self.cfg.data_dir)), int(self.cfg.get("min_history", 1)))
+
+    def _history(self, train_by_user: dict[str, pd.DataFrame], user: str) -> list[dict[str, Any]]:
+        h = train_by_user.get(user)
+        if h is None:
+            return []
+        n = int(self.cfg.get("history_max", 10))
+        tmax = self.cfg.get("title_max_chars")
+        return [{"item_id": i, "title": _clip(t, tmax), "rating": float(r)}
+                for i, t, r in zip(h["item_id"][-n:], h["item_title"][-n:], h["rating"][-n:])] if n > 0 else []
+
+    def _examples(self) -> list[Example]:
+        train, test = self.split()
+        by_user = {u: g for u, g in train.groupby("user_id", sort=False)}
+        tmax = self.cfg.get("title_max_chars")
+        out = []
+        for r in test.itertuples(index=False):
+            out.append(Example(
+                id=f"{r.user_id}:{r.item_id}",
+                data={"user_id": r.user_id, "item_id": r.item_id, "item_title": _clip(r.item_title, tmax),
+                      "rating": float(r.rating), "review_title": r.title, "review_text": r.text,
+                      "history": self._history(by_user, r.user_id)},
+                meta={"rating": int(round(r.rating))}))
+        return out
+
+
+class RatingTask(_ReviewTask):
+    """Rating prediction (1-5): RMSE and MAE of clamped predictions; unparseable answers get `fallback_rating`."""
+
+    name = "llmrec_rating"
+    subtask = "rating"
+    template = "rating.j2"
+    headline_metric = "mae"
+    breakdown_by = ("rating",)
+
+    methods = {"zero_shot": m.ZeroShot, "global_mean": m.GlobalMean, "user_mean": m.UserMean,
+               "item_mean": m.ItemMean, "random": m.RandomRating}
+
+    def load(self) -> list[Example]:
+        """One example per user: the most recent review's rating."""
+        return self._examples()
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """History (title, rating) and the target item's title."""
+        return {"history": example.data["history"], "item_title": example.data["item_title"]}
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """The first number in the answer, clamped to [1, 5]."""
+        p = parse_number(response.text, 1.0, 5.0)
+        return Outcome(p.value, p.status, {"note": p.note})
+
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """mae = |clamped prediction - rating|, mse = squared error; failed parses use the fallback rating."""
+        pred = outcome.prediction
+        fb = float(self.cfg.get("fallback_rating", 3.0))
+        used = fb if pred is None else M.clamp(float(pred))
+        err = used - example.data["rating"]
+        return {"mae": abs(err), "mse": err * err, "parsed": 0.0 if pred is None else 1.0}
+
+    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """RMSE/MAE over all examples (fallback for failures) and over parsed answers only."""
+        recs = list(records)
+        if not recs:
+            return {}
+        fb = float(self.cfg.get("fallback_rating", 3.0))
+        truth = [self.by_id[r["id"]].data["rating"] for r in recs]
+        pred = [fb if r["prediction"] is None else float(r["prediction"]) for r in recs]
+        ok = [i for i, r in enumerate(recs) if r["prediction"] is not None]
+        return {"rmse": M.rmse(pred, truth), "mae": M.mae(pred, truth),
+                "rmse_parsed": M.rmse([pred[i] for i in ok], [truth[i] for i in ok]),
+                "mae_parsed": M.mae([pred[i] for i in ok], [truth[i] for i in ok]),
+                "n_fallback": len(recs) - len(ok), "fallback_rating": fb}
+
+
+# ---- explanation generation and review summarization -----------------------------------------
+_PREFIX = re.compile(r"^\s*(?:explanation|summary|answer|sentence|review)\s*[:\-]\s*", re.I)
+
+
+def clean_text_answer(text: str) -> tuple[str, str]:
+    """(sentence, status): first non-empty line, without a label prefix or wrapping quotes."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return "", "failed"
+    s = _PREFIX.sub("", lines[0]).strip().strip('"“”\'').strip()
+    if not s and len(lines) > 1:
+        s = lines[1].strip().strip('"“”\'')
+    status = "ok" if (s == text.strip() and s) else ("repaired" if s else "failed")
+    return s, status
+
+
+class _TextTask(_ReviewTask):
+    headline_metric = "rougeL"
+
+    methods = {"zero_shot": m.ZeroShot}
+
+    def reference(self, example: Example) -> str:
+        """The reference text of an example."""
+        raise NotImplementedError
+
+    def load(self) -> list[Example]:
+        """Held-out reviews whose reference text is not empty."""
+        return [e for e in self._examples() if self.reference(e).strip()]
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """One sentence of text; empty answers fail (and score 0)."""
+        s, status = clean_text_answer(response.text)
+        return Outcome(s, status)  # type: ignore[arg-type]
+
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """Sentence BLEU-4 and ROUGE-1/2/L F1 (0-100) against the reference."""
+        return M.text_metrics(outcome.prediction or "", self.reference(example))
+
+    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """Corpus BLEU-4 over all examples (failed answers count as empty) and the reference definition."""
+        recs = list(records)
+        hyps = [r["prediction"] or "" for r in recs]
+        refs = [self.reference(self.by_id[r["id"]]) for r in recs]
+        return {"corpus_bleu4": M.corpus_bleu4(hyps, refs), "reference": self.reference_kind(),
+                "empty_predictions": sum(1 for h in hyps if not h.strip())}
+
+    def reference_kind(self) -> str:
+        """Words describing what the reference is."""
+        return ""
+
+
+class ExplanationTask(_TextTask):
+    """Explanation generation: a short explanation for a given rating; reference = first sentence of the review (or all of it)."""
+
+    name = "llmrec_explanation"
+    subtask = "explanation"
+    template = "explanation.j2"
+
+    def reference(self, example: Example) -> str:
+        """The review's first sentence (task.reference=first_sentence, default) or whole text (=text)."""
+        t = example.data["review_text"]
+        return first_sentence(t) if self.cfg.get("reference", "first_sentence") == "first_sentence" else " ".join(t.split())
+
+    def reference_kind(self) -> str:
+        """Which part of the review text is the reference."""
+        return f"review text ({self.cfg.get('reference', 'first_sentence')})"
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """History, the item title and the rating to explain."""
+        return {"history": example.data["history"], "item_title": example.data["item_title"],
+                "rating": example.data["rating"]}
+
+
+class SummaryTask(_TextTask):
+    """Review summarization: summarize the review text; reference = the review title (the reviewer's own summary)."""
+
+    name = "llmrec_summary"
+    subtask = "summary"
+    template = "summary.j2"
+    methods = {"zero_shot": m.ZeroShot, "lead": m.Lead}
+
+    def reference(self, example: Example) -> str:
+        """The review title."""
+        return example.data["review_title"]
+
+    def reference_kind(self) -> str:
+        """The review title."""
+        return "review title"
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """The review text (clipped to review_max_chars), item title and rating."""
+        return {"review": _clip(example.data["review_text"], self.cfg.get("review_max_chars", 1000)),
+                "item_title": example.data["item_title"], "rating": example.data["rating"]}
+
+
+# ---- sequential and direct recommendation -----------------------------------------------------
+class _RankTask(LLMRecTask):
+    """Rank a frozen candidate list (1 held-out positive + sampled negatives); HR@k / NDCG@k."""
+
+    headline_metric = "ndcg@10"
+    breakdown_by = ("history",)
+    ordered_history: ClassVar[bool] = True
+
+    methods = {"zero_shot": m.ZeroShot, "popularity": m.Popularity, "item_knn": m.ItemKNN, "mf": m.PureSVD,
+               "random": m.RandomRank}
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """Cut-offs of HR@k / NDCG@k."""
+        return tuple(int(k) for k in self.cfg.get("ks", (1, 5, 10)))
+
+    @functools.cached_property
+    def data(self):
+        """The P5-format data (sequences + titles)."""
+        return load_p5(str(self.cfg.data_dir))
+
+    @functools.cached_property
+    def resolver(self) -> ItemResolver:
+        """Item-name resolver over the whole catalogue."""
+        return ItemResolver(self.data.titles, float(self.cfg.get("fuzzy_cutoff", 0.85)))
+
+    def train_sequences(self) -> dict[str, tuple[str, ...]]:
+        """Every user's items except the held-out test item (train + validation): what baselines are fit on."""
+        return {u: s[:-1] for u, s in self.data.sequences.items()}
+
+    def load(self) -> list[Example]:
+        """One example per user with a frozen candidate list, in the data file's user order."""
+        if getattr(self, "_loaded", None) is None:
+            self._loaded = self._load()
+        return self._loaded
+
+    def _load(self) -> list[Example]:
+        cands = load_candidates(self.cfg.candidates.path, self.cfg.candidates.get("sha256"), self.data)
+        canon = {i: i for i in self.data.items}
+        out = []
+        for u, seq in self.data.sequences.items():
+            c = cands.get(u)
+            if c is None:
+                raise ValueError(f"user {u} has no frozen candidates in {self.cfg.candidates.path}")
+            hist = seq[:-1]
+            n = len(hist)
+            out.append(Example(id=u, data={"user_id": u, "history": hist, "target": seq[-1],
+                                           "candidates": [canon.get(i, i) for i in c["candidates"]]},
+                               meta={"history": "<=4" if n <= 4 else "5-9" if n <= 9 else "10+"}))
+        return out
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """History (last history_max items; chronological or sorted by title) and candidates with titles."""
+        t, tmax = self.data.titles, self.cfg.get("title_max_chars")
+        n = int(self.cfg.get("history_max", 20))
+        hist = [{"id": i, "title": _clip(t[i], tmax)} for i in example.data["history"][-n:]]
+        if not self.ordered_history:
+            hist = sorted(hist, key=lambda h: (h["title"].lower(), h["id"]))
+        return {"history": hist, "candidates": [{"id": i, "title": _clip(t[i], tmax)} for i in example.data["candidates"]],
+                "n": int(self.cfg.get("n_recommend", 10))}
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """Resolve the named items against the candidates; record hallucinated / out-of-candidate / duplicate counts."""
+        res = self.resolver.resolve(response.text, example.data["candidates"])
+        return Outcome(res.ranked, res.status, res.details())
+
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """hr@k / ndcg@k of the ranked list (a failed parse is an empty list: a miss), plus per-answer item shares."""
+        out = M.ranking_metrics(outcome.prediction or [], example.data["target"], self.ks)
+        d = outcome.details
+        if "named" in d:  # model answers: what the named items were
+            named = d["named"]
+            for k in ("hallucinated", "out_of_candidate", "duplicate"):
+                out[f"share_{k}"] = d[k] / named if named else math.nan
+            out["n_valid_items"] = float(d["in_candidates"])
+        return out
+
+    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """Corpus-level shares of named items that were hallucinated / out-of-candidate / duplicates."""
+        recs = [r for r in records if "named" in (r.get("details") or {})]
+        if not recs:
+            return {}
+        tot = {k: sum(r["details"][k] for r in recs) for k in
+               ("named", "in_candidates", "out_of_candidate", "hallucinated", "duplicate", "fuzzy")}
+        named = tot["named"] or 1
+        return {"items_named": tot, **{f"share_{k}": tot[k] / named for k in
+                                      ("in_candidates", "out_of_candidate", "hallucinated", "duplicate")},
+                "answers_with_fewer_than_n_valid": sum(1 for r in recs if r["details"]["in_candidates"]
+                                                       < int(self.cfg.get("n_recommend", 10)))}
+
+
+class SequentialTask(_RankTask):
+    """Sequential recommendation: history in chronological order, pick n_recommend from the candidates."""
+
+    name = "llmrec_sequential"
+    subtask = "sequential"
+    template = "sequential.j2"
+    ordered_history = True
+
+
+class DirectTask(_RankTask):
+    """Direct recommendation: history as an unordered set, top n_recommend from the candidates."""
+
+    name = "llmrec_direct"
+    subtask = "direct"
+    template = "direct.j2"
+    ordered_history = False
+
+
+__all__ = ["RatingTask", "ExplanationTask", "SummaryTask", "SequentialTask", "DirectTask"]
