@@ -198,6 +198,8 @@ class QueryBuilder:
                 return None
             rng = self._rng(f"misinformed:{u}:{sr.conditions}")
             r, p = persons[0]
+            if sum(t == p for _, t in sr.conditions) > 1:  # another condition would name the true person
+                return None
             rec = self._base(u, sr)
             excl = {str(x) for x in rec[f"{self.subset_key}Id"]} | set(self.histories[u])
             # references: the person's other items, under any person relation (the premise names one of them)
