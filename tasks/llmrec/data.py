@@ -4,7 +4,9 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import html
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,7 @@ def load_p5(data_dir: str) -> P5Data:
 
 
 # ---- Amazon Reviews 2023 (rating prediction, explanation, summarization) -----------------------
+_BR = re.compile(r"<br\s*/?>", re.I)
 REVIEW_COLUMNS = ["user_id", "item_id", "rating", "title", "text", "timestamp", "item_title"]
 
 
@@ -124,10 +127,15 @@ def load_reviews(data_dir: str) -> pd.DataFrame:
     df["item_title"] = [meta.get(a) or (n if isinstance(n, str) else "") or a for a, n in zip(df["item_id"], names)]
     df["rating"] = df["rating"].astype(float)
     df["timestamp"] = df["timestamp"].astype("int64")
-    df["title"] = df["title"].fillna("").astype(str)
-    df["text"] = df["text"].fillna("").astype(str)
+    df["title"] = df["title"].fillna("").astype(str).map(clean_review_text)
+    df["text"] = df["text"].fillna("").astype(str).map(clean_review_text)
     df = df[REVIEW_COLUMNS].drop_duplicates(["user_id", "item_id", "timestamp"])
     return df.sort_values(["user_id", "timestamp"], kind="stable").reset_index(drop=True)
+
+
+def clean_review_text(s: str) -> str:
+    """Review text as plain text: HTML line breaks to spaces, entities unescaped, whitespace collapsed."""
+    return " ".join(html.unescape(_BR.sub(" ", s)).split())
 
 
 def leave_last_out(reviews: pd.DataFrame, min_history: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -140,8 +148,6 @@ def leave_last_out(reviews: pd.DataFrame, min_history: int = 1) -> tuple[pd.Data
 
 def first_sentence(text: str) -> str:
     """The first sentence of a text (split on . ! ? followed by a space or the end; falls back to the whole text)."""
-    import re
-
     t = " ".join(text.split())
     m = re.match(r"(.+?[.!?])(\s|$)", t)
     return (m.group(1) if m else t).strip()

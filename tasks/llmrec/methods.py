@@ -38,7 +38,8 @@ class ZeroShot(Method):
 
     def run(self, example: Example) -> MethodGen:
         """Ask once, parse the answer."""
-        [resp] = yield [Request.chat(self.task.messages(example), self.params(), purpose="answer")]
+        [resp] = yield [Request.chat(self.task.messages(example), self.params(), purpose="answer",
+                                    example_id=example.id)]
         return self.task.parse(resp, example)
 
 

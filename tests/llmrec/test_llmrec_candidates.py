@@ -1,0 +1,80 @@
+"""Frozen candidate files: hash-checked on load, never resampled, deterministic to freeze, valid negatives."""
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from recbench.app import bundled_data
+from recbench.tasks.llmrec.candidates import CandidateFileError, freeze, load_candidates
+from recbench.tasks.llmrec.data import load_p5
+
+from llmrec_helpers import compose_cfg
+
+
+@pytest.mark.parametrize("kind", ["sequential", "direct"])
+def test_bundled_candidates_match_recorded_hash_and_are_valid(kind):
+    cfg = compose_cfg(f"task=llmrec_{kind}")
+    data = load_p5(cfg.task.data_dir)
+    cands = load_candidates(cfg.task.candidates.path, cfg.task.candidates.sha256, data)
+    assert set(cands) == set(data.sequences)
+    for u, rec in cands.items():
+        c = rec["candidates"]
+        assert len(c) == 100 and len(set(c)) == 100
+        assert rec["target"] == data.sequences[u][-1]
+        negatives = set(c) - {rec["target"]}
+        assert len(negatives) == 99 and not negatives & set(data.sequences[u])  # never interacted
+    positions = {rec["candidates"].index(rec["target"]) for rec in cands.values()}
+    assert len(positions) > 50  # shuffled: the positive's position carries no signal
+
+
+def test_refreezing_reproduces_the_recorded_hash(tmp_path):
+    cfg = compose_cfg("task=llmrec_direct")
+    man = freeze(cfg.task.data_dir, "direct", tmp_path / "c.jsonl.gz")
+    assert man["sha256"] == cfg.task.candidates.sha256
+    assert (tmp_path / "c.jsonl.gz").read_bytes() == Path(cfg.task.candidates.path).read_bytes()
+
+
+def test_sequential_and_direct_negatives_are_sampled_independently():
+    data = load_p5(bundled_data("llmrec_sample/p5"))
+    s = load_candidates(bundled_data("llmrec_sample/p5/candidates_sequential.jsonl.gz"), None, data)
+    d = load_candidates(bundled_data("llmrec_sample/p5/candidates_direct.jsonl.gz"), None, data)
+    assert sum(set(s[u]["candidates"]) != set(d[u]["candidates"]) for u in s) == len(s)
+
+
+def test_altered_or_missing_candidate_files_are_refused(tmp_path):
+    cfg = compose_cfg("task=llmrec_sequential")
+    data = load_p5(cfg.task.data_dir)
+    src = Path(cfg.task.candidates.path)
+    with pytest.raises(CandidateFileError, match="recorded"):
+        load_candidates(src, "0" * 64, data)
+    bad = tmp_path / "c.jsonl.gz"
+    lines = gzip.decompress(src.read_bytes()).decode().splitlines()
+    lines[0] = lines[0].replace('"candidates":["', '"candidates":["9999","', 1)
+    bad.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    shutil.copy(str(src) + ".manifest.json", str(bad) + ".manifest.json")
+    with pytest.raises(CandidateFileError):
+        load_candidates(bad, cfg.task.candidates.sha256, data)
+    with pytest.raises(CandidateFileError, match="manifest"):
+        load_candidates(bad, None, data)  # even without a recorded hash, the manifest catches the edit
+    with pytest.raises(CandidateFileError, match="Freeze it once"):
+        load_candidates(tmp_path / "absent.jsonl.gz", None, data)
+
+
+def test_task_load_refuses_a_wrong_recorded_hash():
+    from hydra.utils import get_class
+
+    cfg = compose_cfg("task=llmrec_direct", "task.candidates.sha256=" + "f" * 64)
+    with pytest.raises(CandidateFileError):
+        get_class(cfg.task._target_)(cfg.task).load()
+
+
+def test_full_p5_direct_candidates_reproduce_the_recorded_hash(p5_dir, tmp_path):
+    """Freezing the full split again (22,363 users) gives byte-identical content: the hash in conf holds anywhere."""
+    cfg = compose_cfg("task=llmrec_direct_p5", f"task.data_dir={p5_dir}")
+    man = freeze(str(p5_dir), "direct", tmp_path / "direct.jsonl.gz")
+    assert man["users"] == 22363 and man["sha256"] == cfg.task.candidates.sha256
+    cands = load_candidates(tmp_path / "direct.jsonl.gz", cfg.task.candidates.sha256, load_p5(str(p5_dir)))
+    assert len(cands) == 22363
