@@ -89,6 +89,9 @@ class _ReviewTask(LLMRecTask):
         return out
 
 
+_SCALE_ECHO = re.compile(r"\(?\s*\b[15]\s+being\b[^\n]*", re.I)
+
+
 class RatingTask(_ReviewTask):
     """Rating prediction (1-5): RMSE and MAE of clamped predictions; unparseable answers get `fallback_rating`."""
 
@@ -110,9 +113,12 @@ class RatingTask(_ReviewTask):
         return {"history": example.data["history"], "item_title": example.data["item_title"]}
 
     def parse(self, response: Response, example: Example) -> Outcome:
-        """The first number in the answer, clamped to [1, 5]."""
-        p = parse_number(response.text, 1.0, 5.0)
-        return Outcome(p.value, p.status, {"note": p.note})
+        """The first number in the answer, clamped to [1, 5]; an echoed scale ("(1 being lowest ...") is not an answer."""
+        text = _SCALE_ECHO.sub(" ", response.text)
+        p = parse_number(text, 1.0, 5.0)
+        if p.ok and text != response.text and p.status == "ok":
+            p.status = "repaired"
+        return Outcome(p.value, p.status, {"note": p.note + ("; scale echo removed" if text != response.text else "")})
 
     def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
         """mae = |clamped prediction - rating|, mse = squared error; failed parses use the fallback rating."""

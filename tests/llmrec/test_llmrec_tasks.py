@@ -78,6 +78,18 @@ def test_rating_zero_shot_parse_statuses_and_fallback(run_cfg):
     assert metrics["extra"]["n_fallback"] == 5
 
 
+def test_rating_parse_ignores_an_echoed_scale():
+    task = make_task("task=llmrec_rating")
+    ex = task.load()[0]
+    from recbench.types import Response
+
+    assert task.parse(Response("The user's rating history (1 being"), ex).parse_status == "failed"
+    out = task.parse(Response("4 (1 being lowest and 5 being highest)"), ex)
+    assert (out.prediction, out.parse_status) == (4.0, "repaired")
+    assert task.parse(Response("3"), ex).parse_status == "ok"
+    assert task.parse(Response("The user rated the product 3 out"), ex).prediction == 3.0
+
+
 @pytest.mark.parametrize("kind", ["explanation", "summary"])
 def test_text_tasks_score_against_their_reference(run_cfg, kind):
     task = make_task(f"task=llmrec_{kind}")
