@@ -18,18 +18,18 @@ def test_smollm2_on_ml100k_queries(shared_data, smollm2, tmp_path, method):
     register_resolvers()
     with initialize_config_module(config_module="recbench.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
-            "task=recbench_plus_ml100k", f"method={method}", "limit=10", "method.max_tokens=80",
+            "task=recbench_plus_ml100k", f"method={method}", "limit=5", "method.max_tokens=64",
             f"task.data.path={shared_data / 'ml-100k'}", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false"])
     metrics = run_from_config(cfg, tmp_path / "run", backend=smollm2)
     print(method, {k: round(v["mean"], 4) for k, v in metrics["metrics"].items()}, metrics["counts"])
-    assert metrics["complete"] and metrics["counts"]["examples"] == 10
+    assert metrics["complete"] and metrics["counts"]["examples"] == 5
     assert set(metrics["breakdown"]["query_type"]) == TYPES
     for name in ("ftr", "recall", "precision", "ndcg", "strict_recall", "strict_precision", "strict_ndcg",
                  "hallucination_rate", "duplicate_rate"):
         assert metrics["metrics"][name]["n"] > 0, name
     assert "cmr" in metrics["metrics"]  # condition queries: defined when an answer names a KG movie
     records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
-    assert len(records) == 10 and all(r["parse_status"] in ("ok", "repaired", "failed") for r in records)
+    assert len(records) == 5 and all(r["parse_status"] in ("ok", "repaired", "failed") for r in records)
     # user-level queries carry the source user's history; demographics queries are group-level (no source user)
     with_hist = {r["id"]: "watched before" in r["calls"][0]["messages"][-1]["content"] for r in records}
     user_level = [i for i, r in zip(with_hist, records) if r["meta"]["query_type"] != "demographics"]
