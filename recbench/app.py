@@ -30,6 +30,8 @@ def register_resolvers() -> None:
     """OmegaConf resolvers used by conf/: ${rb.variant:...} and ${rb.data:...}."""
     OmegaConf.register_new_resolver("rb.variant", lambda s: str(s).replace("/", "_") or "default", replace=True)
     OmegaConf.register_new_resolver("rb.data", bundled_data, replace=True)
+    # model-free reference methods (model_free: true) file their runs under model "none"
+    OmegaConf.register_new_resolver("rb.model_tag", lambda model, free: "none" if free else model, replace=True)
 
 
 def build_task(cfg: DictConfig) -> Task:
@@ -53,7 +55,7 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
     t0 = time.time()
     task = build_task(cfg)
-    method = task.make_method(cfg.method)
+    method = task.make_method(cfg.method, cfg.sampling)
     uses_model = method.needs_backend
     if uses_model and backend is None:
         backend = build_backend(cfg.model)
@@ -121,7 +123,7 @@ def print_summary(metrics: dict[str, Any]) -> None:
     for key, vals in metrics["breakdown"].items():
         for v, b in vals.items():
             rows(f"{key}={v}", b["metrics"])
-    con = Console()
+    con = Console(width=max(110, Console().width))
     con.print(t)
     con.print(
         f"examples {c['examples']} | parsed {c['parsed']} | parse failures {c['parse_failed']} "

@@ -6,15 +6,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jinja2 import StrictUndefined
+from jinja2 import FileSystemLoader, StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
-@functools.lru_cache(maxsize=1)
-def sandbox() -> ImmutableSandboxedEnvironment:
-    """The one sandboxed Jinja2 environment (undefined variables are errors)."""
+@functools.lru_cache(maxsize=64)
+def sandbox(template_dir: str | None = None) -> ImmutableSandboxedEnvironment:
+    """A sandboxed Jinja2 environment (undefined variables are errors), loading includes from template_dir."""
     return ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=False,
-                                         trim_blocks=True, lstrip_blocks=True)
+                                         trim_blocks=True, lstrip_blocks=True,
+                                         loader=FileSystemLoader(template_dir) if template_dir else None)
 
 
 @functools.lru_cache(maxsize=256)
@@ -22,17 +23,20 @@ def _load(source: str):
     return sandbox().from_string(source)
 
 
-def template_text(package: str, name: str) -> str:
-    """Text of a template file shipped in a package's templates/ folder, or of a filesystem path."""
+def template_path(package: str, name: str) -> Path:
+    """A template file: a filesystem path as given, else the package's templates/<name>."""
     p = Path(name)
     if p.is_absolute() or p.exists():
-        return p.read_text(encoding="utf-8")
-    return resources.files(package).joinpath("templates", name).read_text(encoding="utf-8")
+        return p.resolve()
+    return Path(str(resources.files(package).joinpath("templates", name)))
 
 
 def render(package: str, name: str, **variables: Any) -> str:
-    """Render a template (package templates/<name>, or a path) with the given variables."""
-    return _load(template_text(package, name)).render(**variables).strip()
+    """Render a template (package templates/<name>, or a path; includes resolve beside it)."""
+    p = template_path(package, name)
+    if not p.is_file():
+        raise FileNotFoundError(f"prompt template not found: {p} (package {package}, name '{name}')")
+    return sandbox(str(p.parent)).get_template(p.name).render(**variables).strip()
 
 
 def render_string(source: str, **variables: Any) -> str:

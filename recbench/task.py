@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, Optional
 
 from omegaconf import DictConfig
 
 from recbench.registry import lookup
-from recbench.types import Example, MethodGen, Outcome
+from recbench.types import Example, MethodGen, Outcome, SamplingParams
 
 
 class Method(abc.ABC):
@@ -16,9 +16,23 @@ class Method(abc.ABC):
     name: ClassVar[str] = "method"
     needs_backend: ClassVar[bool] = True
 
-    def __init__(self, task: "Task", cfg: DictConfig):
+    def __init__(self, task: "Task", cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None):
         self.task = task
         self.cfg = cfg
+        self.sampling_cfg = sampling_cfg  # the run's `sampling` block: temperature, top_p, seed
+
+    @property
+    def seed(self) -> int:
+        """The run seed (sampling.seed)."""
+        return int(self.sampling_cfg.seed) if self.sampling_cfg is not None else 0
+
+    def sampling(self, max_tokens: int, seed_offset: int = 0) -> SamplingParams:
+        """Explicit SamplingParams from the run's sampling block, with this request's token budget."""
+        s = self.sampling_cfg
+        if s is None:
+            return SamplingParams(max_tokens=max_tokens, seed=seed_offset)
+        return SamplingParams(temperature=float(s.temperature), top_p=float(s.top_p), max_tokens=int(max_tokens),
+                              seed=int(s.seed) + seed_offset, stop=tuple(s.get("stop") or ()))
 
     @abc.abstractmethod
     def run(self, example: Example) -> MethodGen:
@@ -50,10 +64,10 @@ class Task(abc.ABC):
     def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
         """Per-example metrics (numbers; NaN means undefined and is excluded from means)."""
 
-    def make_method(self, method_cfg: DictConfig) -> Method:
+    def make_method(self, method_cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None) -> Method:
         """Instantiate the configured method, with a did-you-mean error for unknown names."""
         cls = lookup(self.methods, method_cfg.name, what=f"method for task '{self.name}'", hint="method=")
-        return cls(self, method_cfg)
+        return cls(self, method_cfg, sampling_cfg)
 
     def identity(self) -> dict[str, Any]:
         """What identifies this task's data and settings in run records."""

@@ -104,7 +104,9 @@ class HFBackend(Backend):
             return _LOADED[key]
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # per-tensor conversion bars; recbench shows its own progress
         t0 = time.time()
         kw: dict[str, Any] = {}
         if self.gguf_file:
