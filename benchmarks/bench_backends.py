@@ -1,0 +1,184 @@
+"""Backend throughput, one run, same prompts: eval loop vs raw vllm.LLM.chat, and the openai backend at concurrency 1 vs 32.
+
+    .venv-vllm/bin/python benchmarks/bench_backends.py --limit 32 [--skip-server] [--out bench.json]
+
+Part 1 runs PerRecBench listwise through the whole eval loop (cache off) on the vllm backend, then sends the very
+same requests (same SamplingParams) straight to `LLM.chat`; the prefix cache is reset before each timed pass.
+Part 2 starts a real vLLM OpenAI server on 127.0.0.1 (free port) and sends the same requests through the openai
+backend with concurrency 1 and 32 after one warm-up pass. Target: loop/raw >= 0.95.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from recbench.backends.base import Backend  # noqa: E402
+from recbench.types import Request, Response  # noqa: E402
+
+
+class Recording(Backend):
+    """Delegates to a backend and keeps every request it was sent (to replay them raw)."""
+
+    def __init__(self, inner: Backend):
+        self.inner, self.kind, self.batch_size = inner, inner.kind, inner.batch_size
+        self.requests: list[Request] = []
+
+    def identity(self) -> dict[str, Any]:
+        """The wrapped backend's identity."""
+        return self.inner.identity()
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        """Record, then delegate."""
+        self.requests.extend(requests)
+        return self.inner.generate(requests)
+
+
+def compose(*overrides: str):
+    """The run config as `python -m recbench ...` composes it."""
+    from hydra import compose as hcompose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from recbench.app import CONFIG_MODULE, register_resolvers
+
+    register_resolvers()
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return hcompose(config_name="config", overrides=["run.progress=false", "cache.enabled=false", *overrides])
+
+
+def bench_vllm(limit: int, method: str) -> tuple[dict[str, Any], Any, list[Request]]:
+    """Eval-loop vs raw LLM.chat throughput on the same requests."""
+    from recbench.app import build_backend, run_from_config
+
+    cfg = compose("task=perrec", f"method={method}", "model=smollm2-vllm", f"limit={limit}")
+    t0 = time.time()
+    vb = build_backend(cfg.model)
+    startup = time.time() - t0
+    rec = Recording(vb)
+    # warm-up (structured-output grammars, kernels), not timed
+    run_from_config(compose("task=perrec", f"method={method}", "model=smollm2-vllm", "limit=2"),
+                    tempfile.mkdtemp(prefix="rb_bench_warm_"), backend=vb)
+    res: dict[str, list[float]] = {"loop": [], "raw": []}
+    toks: dict[str, int] = {}
+    for rep in range(2):
+        vb.llm.reset_prefix_cache()
+        rec.requests.clear()
+        m = run_from_config(cfg, tempfile.mkdtemp(prefix="rb_bench_loop_"), backend=rec)
+        res["loop"].append(m["this_invocation"]["wall_time_s"])
+        toks["loop"] = m["this_invocation"]["completion_tokens"]
+        reqs = list(rec.requests)
+        params = [vb.sampling_params(r) for r in reqs]
+        vb.llm.reset_prefix_cache()
+        t = time.time()
+        outs = vb.llm.chat([r.message_dicts() for r in reqs], sampling_params=params, use_tqdm=False)
+        res["raw"].append(time.time() - t)
+        toks["raw"] = sum(len(o.outputs[0].token_ids) for o in outs)
+    loop_s, raw_s = min(res["loop"]), min(res["raw"])
+    out = {
+        "requests": len(reqs), "engine_startup_s": round(startup, 1),
+        "loop_wall_s": round(loop_s, 3), "raw_wall_s": round(raw_s, 3),
+        "loop_completion_tokens": toks["loop"], "raw_completion_tokens": toks["raw"],
+        "loop_req_per_s": round(len(reqs) / loop_s, 3), "raw_req_per_s": round(len(reqs) / raw_s, 3),
+        "loop_over_raw": round(raw_s / loop_s, 3), "all_walls": res,
+    }
+    return out, vb, reqs
+
+
+def start_server(model_dir: str, max_len: int = 4096, timeout_s: float = 300) -> tuple[subprocess.Popen, str, float]:
+    """A vLLM OpenAI server on 127.0.0.1:<free port>; returns (process, base_url, startup seconds)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--served-model-name",
+           "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", str(max_len),
+           "--enforce-eager", "--generation-config", "vllm", "--kv-cache-memory-bytes", str(1 << 30),
+           "--disable-log-stats"]
+    log = open(Path(tempfile.mkdtemp(prefix="rb_bench_srv_")) / "server.log", "w")
+    t0 = time.time()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"})
+    while time.time() - t0 < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited ({proc.returncode}); log: {log.name}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, f"http://127.0.0.1:{port}/v1", time.time() - t0
+        except OSError:
+            time.sleep(1)
+    stop_server(proc)
+    raise RuntimeError(f"server not healthy after {timeout_s}s; log: {log.name}")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM the server's process group, SIGKILL after 30 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def bench_openai(model_dir: str, reqs: list[Request]) -> dict[str, Any]:
+    """openai backend against a real vLLM server: the same requests at concurrency 1 and 32."""
+    from recbench.backends.openai import OpenAIBackend
+
+    cfg = compose("model=smollm2-openai")
+    kw = {k: v for k, v in cfg.model.backend.items() if k not in ("_target_", "base_url", "concurrency")}
+    proc, base_url, startup = start_server(model_dir)
+    out: dict[str, Any] = {"requests": len(reqs), "server_startup_s": round(startup, 1)}
+    try:
+        warm = OpenAIBackend(**kw, base_url=base_url, concurrency=32)
+        warm.generate(reqs)  # warm-up: grammars compiled, prefixes cached for both timed passes
+        warm.close()
+        for c in (1, 32):
+            b = OpenAIBackend(**kw, base_url=base_url, concurrency=c)
+            t = time.time()
+            resps = b.generate(reqs)
+            dt = time.time() - t
+            b.close()
+            out[f"c{c}"] = {"wall_s": round(dt, 3), "req_per_s": round(len(reqs) / dt, 3),
+                            "completion_tokens": sum(r.completion_tokens for r in resps),
+                            "errors": sum(not r.ok for r in resps)}
+        out["c32_over_c1"] = round(out["c1"]["wall_s"] / out["c32"]["wall_s"], 3)
+    finally:
+        stop_server(proc)
+    return out
+
+
+def main() -> None:
+    """Run both parts and print/save the JSON result."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--limit", type=int, default=32, help="PerRecBench examples (one listwise request each)")
+    ap.add_argument("--method", default="listwise")
+    ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()}}
+    result["vllm"], vb, reqs = bench_vllm(a.limit, a.method)
+    print(json.dumps({"vllm": result["vllm"]}, indent=1), flush=True)
+    if not a.skip_server:
+        result["openai"] = bench_openai(vb.model_path, reqs)
+        print(json.dumps({"openai": result["openai"]}, indent=1), flush=True)
+    result["machine"]["load_avg_end"] = os.getloadavg()
+    if a.out:
+        Path(a.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
