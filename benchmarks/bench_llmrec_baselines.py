@@ -26,17 +26,10 @@ RATING_METHODS = ["global_mean", "user_mean", "item_mean", "random"]
 
 
 def _cfg(task: str, method: str, extra: list[str]):
-    from omegaconf import OmegaConf
-
     GlobalHydra.instance().clear()
-    # `random` is the shared core baseline: its node is set directly so this script does not depend on that file
-    chosen = "popularity" if method == "random" else method
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"task={task}", f"method={chosen}", "model=none",
-                                                        "run.progress=false", "cache.enabled=false", *extra])
-    if method == "random":
-        cfg.method = OmegaConf.create({"name": "random"})
-    return cfg
+        return compose(config_name="config", overrides=[f"task={task}", f"method={method}", "model=none",
+                                                         "run.progress=false", "cache.enabled=false", *extra])
 
 
 def ensure_candidates(cfg) -> None:

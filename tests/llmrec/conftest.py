@@ -14,12 +14,8 @@ def run_cfg(tmp_path: Path):
     """run_cfg(backend, *overrides) -> (metrics, records) of a fresh run in a temp run dir with a temp cache."""
     from recbench.runstore import RunStore
 
-    def _run(backend, *overrides: str, name: str = "run", method: dict | None = None):
+    def _run(backend, *overrides: str, name: str = "run"):
         cfg = compose_cfg(f"cache.path={tmp_path / 'cache.sqlite'}", *overrides)
-        if method is not None:  # a method node given directly (e.g. the shared `random` baseline)
-            from omegaconf import OmegaConf
-
-            cfg.method = OmegaConf.create(method)
         metrics = run_from_config(cfg, tmp_path / name, backend=backend)
         return metrics, list(RunStore(tmp_path / name).records())
 

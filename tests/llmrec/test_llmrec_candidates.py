@@ -71,6 +71,7 @@ def test_task_load_refuses_a_wrong_recorded_hash():
         get_class(cfg.task._target_)(cfg.task).load()
 
 
+@pytest.mark.slow  # ~25-90 s on 2 shared cores: freezes 22,363 users
 def test_full_p5_direct_candidates_reproduce_the_recorded_hash(p5_dir, tmp_path):
     """Freezing the full split again (22,363 users) gives byte-identical content: the hash in conf holds anywhere."""
     cfg = compose_cfg("task=llmrec_direct_p5", f"task.data_dir={p5_dir}")

@@ -128,10 +128,7 @@ def test_prompts_carry_description_behaviour_and_format():
 def test_baselines_beat_chance_on_the_sample(run_cfg):
     res = {}
     for m in ("random", "popularity", "item_knn", "mf"):
-        # `random` is the shared baseline's name; its method node is given directly (conf/method/random.yaml is core)
-        extra = {"method": {"name": "random"}} if m == "random" else {}
-        metrics, _ = run_cfg(None, "task=llmrec_sequential", "method=popularity" if m == "random" else f"method={m}",
-                             name=m, **extra)
+        metrics, _ = run_cfg(None, "task=llmrec_sequential", f"method={m}", name=m)
         res[m] = metrics["metrics"]["hr@10"]["mean"]
         assert metrics["model"] == "none" and metrics["counts"]["examples"] == 300
     assert res["random"] == pytest.approx(0.1, abs=0.05)
