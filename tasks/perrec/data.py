@@ -45,13 +45,22 @@ def _require(df: pd.DataFrame, cols: list[str], path: Path) -> None:
                          "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
 
 
+def item_average(ratings: pd.DataFrame, item: str, exclude: set[str], fallback: float) -> float:
+    """Mean rating of an item by users outside the group (the item-average reference predictor); fallback if none."""
+    r = ratings.loc[(ratings["item_id"] == item) & ~ratings["user_id"].isin(exclude), "rating"]
+    return round(float(r.mean()), 4) if len(r) else round(float(fallback), 4)
+
+
 @functools.lru_cache(maxsize=8)
-def load_examples(data_dir: str, retrieval_k: int, history_max: int) -> tuple[Example, ...]:
-    """User-group examples with per-user history (before the query time), averages and BM25-retrieved items."""
+def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file: str = "groups.jsonl") -> tuple[Example, ...]:
+    """User-group examples with per-user history (before the query time), averages and BM25-retrieved items.
+
+    A member record may carry avg_rating / relative_rating (the builder writes them; with `--avg whole` they
+    differ from the prior-history average) and a group record item_avg_rating; otherwise they are computed."""
     root = Path(data_dir)
     items_p = root / "items.jsonl"
     ratings_p = next((p for p in (root / "ratings.csv.gz", root / "ratings.csv") if p.exists()), root / "ratings.csv")
-    groups_p = root / "groups.jsonl"
+    groups_p = root / groups_file
     items = _read_table(items_p)
     _require(items, ["item_id", "title"], items_p)
     ratings = _read_table(ratings_p)
@@ -59,6 +68,7 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int) -> tuple[Ex
     titles = dict(zip(items["item_id"].astype(str), items["title"].astype(str)))
     ratings = ratings.astype({"user_id": str, "item_id": str}).sort_values(["user_id", "timestamp"], kind="stable")
     by_user = {u: g for u, g in ratings.groupby("user_id", sort=False)}
+    global_mean = float(ratings["rating"].mean())
 
     examples = []
     with open(groups_p, encoding="utf-8") as f:
@@ -84,24 +94,28 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int) -> tuple[Ex
                     raise ValueError(f"{groups_p}: record {line_no}: user {uid} has no history before the query time")
                 hist_items = [{"item_id": i, "title": titles.get(i, i), "rating": float(r)}
                               for i, r in zip(before["item_id"], before["rating"])][-history_max:]
-                avg = float(np.mean(before["rating"]))
+                avg = float(m["avg_rating"]) if m.get("avg_rating") is not None else float(np.mean(before["rating"]))
                 mode = Counter(before["rating"].tolist()).most_common(1)[0][0]
                 top = bm25_top_k(q_title, [h["title"] for h in hist_items], retrieval_k)
                 users.append({
                     "user_id": uid,
                     "rating": float(m["rating"]),
                     "avg_rating": round(avg, 4),
-                    "relative_rating": round(float(m["rating"]) - avg, 4),
+                    "relative_rating": round(float(m["relative_rating"]) if m.get("relative_rating") is not None
+                                             else float(m["rating"]) - avg, 4),
                     "most_common_rating": float(mode),
                     "history_len": int(len(before)),
                     "history": hist_items,
                     "retrieved": [hist_items[i] for i in top],
                 })
             difficulty = g.get("difficulty") or DIFFICULTY_BY_SIZE.get(len(users), f"size{len(users)}")
+            item_avg = g.get("item_avg_rating")
+            if item_avg is None:
+                item_avg = item_average(ratings, str(g["query_item"]), {u["user_id"] for u in users}, global_mean)
             examples.append(Example(
                 id=str(g["group_id"]),
                 data={"query_item": str(g["query_item"]), "query_title": q_title, "timestamp": g["timestamp"],
-                      "users": users},
+                      "item_avg_rating": float(item_avg), "users": users},
                 meta={"difficulty": difficulty, "group_size": len(users)},
             ))
     return tuple(examples)
