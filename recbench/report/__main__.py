@@ -1,0 +1,34 @@
+"""`python -m recbench.report RUN_OR_SWEEP_DIR ... [-o OUT]`: write report.md, report.html and CSVs."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from recbench.report.layouts import Layouts
+from recbench.report.writer import write_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry."""
+    ap = argparse.ArgumentParser(prog="python -m recbench.report", description=__doc__)
+    ap.add_argument("dirs", nargs="+", help="run dirs and/or sweep dirs (searched recursively for metrics.json)")
+    ap.add_argument("-o", "--out", help="output folder (default: <first dir>/report)")
+    ap.add_argument("--title", default="recbench report")
+    ap.add_argument("--formats", default="md,csv,html", help="comma-separated subset of md,csv,html")
+    ap.add_argument("--layouts", help="a layouts YAML replacing conf/report/layouts.yaml")
+    a = ap.parse_args(argv)
+    out = Path(a.out) if a.out else Path(a.dirs[0]) / "report"
+    try:
+        written = write_report(a.dirs, out, title=a.title, formats=a.formats.split(","),
+                               layouts=Layouts.load(a.layouts) if a.layouts else None)
+    except FileNotFoundError as e:
+        print(f"recbench.report: {e}", file=sys.stderr)
+        return 2
+    for k, p in written.items():
+        print(f"{k:10s} {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

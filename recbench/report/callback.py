@@ -1,0 +1,35 @@
+"""Hydra callback: write the cross-benchmark report into <sweep dir>/report when a multirun ends."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+
+class ReportCallback(Callback):
+    """on_multirun_end: collect every run under the sweep dir into report.md / report.html / CSVs."""
+
+    def __init__(self, enabled: bool = True, out_subdir: str = "report", title: str = "recbench sweep report",
+                 formats: Sequence[str] = ("md", "csv", "html")):
+        self.enabled, self.out_subdir, self.title, self.formats = enabled, out_subdir, title, list(formats)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Write the report; a failure is logged, never raised (the sweep's results are already on disk)."""
+        if not self.enabled:
+            return
+        from recbench.report.writer import write_report
+
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        try:
+            written = write_report([sweep_dir], sweep_dir / self.out_subdir, title=self.title, formats=self.formats)
+        except Exception as e:  # noqa: BLE001 - reporting must not turn a finished sweep into a failure
+            log.error("sweep report failed: %s (rerun: python -m recbench.report %s)", e, sweep_dir)
+            return
+        msg = f"sweep report: {written.get('html') or written.get('md')}"
+        log.info(msg)
+        print(msg)

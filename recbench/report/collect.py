@@ -1,0 +1,247 @@
+"""Collect run dirs (metrics.json + config.yaml + samples.jsonl) into one tidy pandas table of cells."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+import yaml
+
+from recbench.metrics import summarize
+from recbench.report.layouts import Layouts
+
+log = logging.getLogger(__name__)
+
+OVERALL = ("all", "all")  # (slice key, slice value) of a run's overall metrics
+
+
+@dataclass
+class Run:
+    """One run dir: its metrics.json, flattened resolved config, and identity within a report."""
+
+    dir: Path
+    metrics: dict[str, Any]
+    config: dict[str, Any]
+    benchmark: str
+    task: str
+    model: str
+    method: str
+    seed: Any
+    variant: dict[str, Any]
+    subset: dict[str, Any]
+    records: Optional[list[dict[str, Any]]] = field(default=None, repr=False)
+
+    def samples(self) -> list[dict[str, Any]]:
+        """The run's per-example records (id, meta, parse_status, metrics), read once."""
+        if self.records is None:
+            p = self.dir / "samples.jsonl"
+            self.records = []
+            if p.exists():
+                for line in p.read_text(encoding="utf-8").splitlines():
+                    if line.strip():
+                        r = json.loads(line)
+                        self.records.append({k: r.get(k) for k in ("id", "meta", "parse_status", "metrics")})
+        return self.records
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dict -> {'a.b.c': leaf}; lists stay leaves (as JSON text, so they are hashable)."""
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        if not d and prefix:
+            out[prefix[:-1]] = "{}"
+    else:
+        out[prefix[:-1]] = json.dumps(d) if isinstance(d, (list, tuple)) else d
+    return out
+
+
+def _ignored(key: str, layouts: Layouts) -> bool:
+    if key.split(".")[-1] == "seed":
+        return True
+    return any(key == k or key.startswith(k + ".") for k in layouts.ignore_keys)
+
+
+def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    """Every folder holding a metrics.json under the given run or sweep dirs (sorted, unique)."""
+    found: set[Path] = set()
+    for p in map(Path, paths):
+        if not p.exists():
+            raise FileNotFoundError(f"no such run or sweep dir: {p}")
+        if (p / "metrics.json").is_file():
+            found.add(p.resolve())
+        found.update(m.parent.resolve() for m in p.rglob("metrics.json") if m.parent.name != "report")
+    return sorted(found)
+
+
+def load_run(run_dir: Path, layouts: Layouts) -> Run:
+    """Read one run dir into a Run (config.yaml may be absent: then only metrics.json identifies it)."""
+    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    cfg_path = run_dir / "config.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) if cfg_path.exists() else {}
+    flat = flatten(cfg or {})
+    task = str(metrics["task"].get("name") or flat.get("task.name"))
+    model = str(metrics.get("model", "none"))
+    if model == "none":  # model-free reference rows: decoding settings do not apply
+        flat = {k: v for k, v in flat.items() if not k.startswith("sampling.")}
+    subset = {k: flat[k] for k in layouts.subset_keys if k in flat}
+    variant = {k: v for k, v in flat.items() if not _ignored(k, layouts) and k not in subset}
+    return Run(dir=run_dir, metrics=metrics, config=flat, benchmark=layouts.benchmark_of(task), task=task,
+               model=model, method=str(metrics.get("method")), seed=flat.get("seed", 0), variant=variant,
+               subset=subset)
+
+
+def load_runs(paths: Iterable[str | Path], layouts: Optional[Layouts] = None) -> list[Run]:
+    """Every run under the given dirs; unreadable ones are skipped with a warning."""
+    layouts = layouts or Layouts.load()
+    runs = []
+    for d in find_run_dirs(paths):
+        try:
+            runs.append(load_run(d, layouts))
+        except (OSError, ValueError, KeyError, yaml.YAMLError) as e:
+            log.warning("skipping %s: %s", d, e)
+    return runs
+
+
+def variant_labels(runs: list[Run]) -> dict[int, str]:
+    """A short label per run: the config values that differ among runs of the same task, model and method."""
+    groups: dict[tuple, list[Run]] = {}
+    for r in runs:
+        groups.setdefault((r.task, r.model, r.method), []).append(r)
+    labels: dict[int, str] = {}
+    for rs in groups.values():
+        keys = sorted({k for r in rs for k in r.variant})
+        varying = [k for k in keys if len({json.dumps(r.variant.get(k), default=str) for r in rs}) > 1]
+        for r in rs:
+            labels[id(r)] = ", ".join(f"{k}={r.variant.get(k)}" for k in varying)
+    return labels
+
+
+# ---- the tidy table ----------------------------------------------------------------------------
+CELL_COLUMNS = ["benchmark", "task", "model", "method", "variant", "seed", "slice", "value", "metric", "mean",
+                "ci_low", "ci_high", "n", "examples", "parse_failed", "pooled", "source", "run_dir"]
+
+
+def _num(v: Any) -> float:
+    try:
+        return math.nan if v is None else float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _slice_counts(run: Run, key: str, value: str) -> tuple[int, int]:
+    """(examples, parse failures) of one breakdown slice, from samples.jsonl."""
+    recs = [r for r in run.samples() if str((r.get("meta") or {}).get(key)) == value]
+    return len(recs), sum(1 for r in recs if r.get("parse_status") == "failed")
+
+
+def run_cells(run: Run, label: str) -> list[dict[str, Any]]:
+    """Tidy rows of one run: overall metrics (+ scalar extras), and every breakdown slice's metrics."""
+    m = run.metrics
+    c = m.get("counts", {})
+    base = {"benchmark": run.benchmark, "task": run.task, "model": run.model, "method": run.method,
+            "variant": label, "seed": run.seed, "pooled": False, "run_dir": str(run.dir)}
+    rows = []
+    for name, s in (m.get("metrics") or {}).items():
+        rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": _num(s.get("mean")),
+                     "ci_low": _num(s.get("ci_low")), "ci_high": _num(s.get("ci_high")), "n": s.get("n"),
+                     "examples": c.get("examples"), "parse_failed": c.get("parse_failed"),
+                     "source": f"metrics.{name}.mean"})
+    for name, v in (m.get("extra") or {}).items():
+        if name in (m.get("metrics") or {}) or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": _num(v),
+                     "ci_low": math.nan, "ci_high": math.nan, "n": c.get("examples"),
+                     "examples": c.get("examples"), "parse_failed": c.get("parse_failed"),
+                     "source": f"extra.{name}"})
+    for key, vals in (m.get("breakdown") or {}).items():
+        for val, b in vals.items():
+            ex, pf = _slice_counts(run, key, val)
+            for name, s in (b.get("metrics") or {}).items():
+                rows.append({**base, "slice": key, "value": val, "metric": name, "mean": _num(s.get("mean")),
+                             "ci_low": _num(s.get("ci_low")), "ci_high": _num(s.get("ci_high")), "n": s.get("n"),
+                             "examples": b.get("n", ex), "parse_failed": pf,
+                             "source": f"breakdown.{key}.{val}.metrics.{name}.mean"})
+    return rows
+
+
+def _pooled_overall(parts: list[Run], label: str) -> list[dict[str, Any]]:
+    """Overall metrics of a configuration split over subset runs, recomputed from their pooled samples."""
+    recs = [r for p in parts for r in p.samples()]
+    cfg = parts[0].config
+    n_boot, level = int(cfg.get("run.bootstrap_resamples", 1000)), float(cfg.get("run.ci_level", 0.95))
+    seed = int(parts[0].seed or 0)
+    names = list(dict.fromkeys(k for r in recs for k in (r.get("metrics") or {})))
+    p0 = parts[0]
+    base = {"benchmark": p0.benchmark, "task": p0.task, "model": p0.model, "method": p0.method, "variant": label,
+            "seed": p0.seed, "pooled": True, "run_dir": " ".join(str(p.dir) for p in parts)}
+    status = Counter(r.get("parse_status") for r in recs)
+    rows = []
+    for name in names:
+        s = summarize([_num((r.get("metrics") or {}).get(name)) for r in recs], n_boot, level, seed)
+        rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": s["mean"],
+                     "ci_low": s["ci_low"], "ci_high": s["ci_high"], "n": s["n"], "examples": len(recs),
+                     "parse_failed": status.get("failed", 0), "source": f"pooled samples.jsonl:{name}"})
+    return rows
+
+
+def cells_table(runs: list[Run]) -> pd.DataFrame:
+    """One row per (run configuration, seed, slice, metric); subset runs of one configuration are combined."""
+    labels = variant_labels(runs)
+    parts: dict[tuple, list[Run]] = {}
+    for r in runs:
+        key = (r.task, r.model, r.method, labels[id(r)], json.dumps(r.seed, default=str))
+        parts.setdefault(key, []).append(r)
+    rows: list[dict[str, Any]] = []
+    for key, rs in parts.items():
+        if len(rs) == 1:
+            rows += run_cells(rs[0], labels[id(rs[0])])
+            continue
+        # several subset runs (e.g. task.difficulties=[easy] and [medium]): their breakdown slices side by side
+        seen: set[tuple] = set()
+        for r in sorted(rs, key=lambda r: str(r.dir)):
+            for row in run_cells(r, labels[id(r)]):
+                if (row["slice"], row["value"]) == OVERALL:
+                    continue
+                k = (row["slice"], row["value"], row["metric"])
+                if k in seen:
+                    log.warning("slice %s=%s of %s given by several runs; keeping the first", *k[:2], key[:3])
+                    continue
+                seen.add(k)
+                rows.append(row)
+        rows += _pooled_overall(rs, labels[id(rs[0])])
+    df = pd.DataFrame(rows, columns=CELL_COLUMNS)
+    return df
+
+
+def aggregate_seeds(cells: pd.DataFrame) -> pd.DataFrame:
+    """Runs that differ only in seed become one row: mean and sd over seeds, per-seed CI bounds averaged."""
+    keys = ["benchmark", "task", "model", "method", "variant", "slice", "value", "metric"]
+    if cells.empty:
+        return pd.DataFrame(columns=keys + ["mean", "sd", "n_seeds", "ci_low", "ci_high", "n", "examples",
+                                            "parse_failed", "pooled", "sources", "seeds"])
+
+    def combine(g: pd.DataFrame) -> pd.Series:
+        means = g["mean"].astype(float)
+        return pd.Series({
+            "mean": means.mean() if means.notna().any() else math.nan,
+            "sd": means.std(ddof=1) if means.notna().sum() >= 2 else math.nan,
+            "n_seeds": int(g["seed"].nunique()),
+            "ci_low": g["ci_low"].astype(float).mean(),
+            "ci_high": g["ci_high"].astype(float).mean(),
+            "n": int(g["n"].max()) if g["n"].notna().any() else None,  # per seed
+            "examples": int(g["examples"].fillna(0).sum()) if g["examples"].notna().any() else None,
+            "parse_failed": int(g["parse_failed"].fillna(0).sum()) if g["parse_failed"].notna().any() else None,
+            "pooled": bool(g["pooled"].any()),
+            "sources": json.dumps([{"run_dir": d, "path": s} for d, s in zip(g["run_dir"], g["source"])]),
+            "seeds": json.dumps(sorted(map(str, g["seed"].unique()))),
+        })
+
+    out = cells.groupby(keys, dropna=False, sort=False).apply(combine, include_groups=False).reset_index()
+    return out

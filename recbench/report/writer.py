@@ -1,0 +1,150 @@
+"""Write a report (Markdown, CSV, self-contained HTML with embedded plots) from run and sweep dirs."""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable, Optional
+
+import pandas as pd
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs
+from recbench.report.layouts import Layouts
+from recbench.report.plots import Plot, all_plots
+from recbench.report.tables import Table, all_tables
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Section:
+    """A titled group of tables and plots (one per benchmark, plus the summary)."""
+
+    id: str
+    title: str
+    tables: list[Table] = field(default_factory=list)
+    plots: list[Plot] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """Everything a report shows, before rendering."""
+
+    runs: list[Run]
+    cells: pd.DataFrame
+    agg: pd.DataFrame
+    tables: list[Table]
+    plots: list[Plot]
+    sections: list[Section]
+    sources: list[str]
+
+
+def headline_metrics(runs: list[Run]) -> dict[str, str]:
+    """Task -> the headline metric its runs declare."""
+    return {r.task: str(r.metrics.get("headline_metric")) for r in runs}
+
+
+def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None) -> Report:
+    """Collect runs under the paths into tables and plots."""
+    paths = [str(p) for p in paths]
+    layouts = layouts or Layouts.load()
+    runs = load_runs(paths, layouts)
+    cells = cells_table(runs)
+    agg = aggregate_seeds(cells)
+    heads = headline_metrics(runs)
+    tables = all_tables(agg, layouts, heads) if runs else []
+    plots = all_plots(agg, heads, layouts)
+    sections = [Section("summary", "Cross-benchmark summary", [t for t in tables if t.id == "summary"])]
+    for b in list(layouts.benchmarks) + ["other"]:
+        ts = [t for t in tables if t.id.startswith(f"{b}-") or (b == "recbench_plus" and t.id == "recbench-plus")
+              or (b == "perrec" and t.id.startswith("perrec-"))]
+        tasks = {r.task for r in runs if r.benchmark == b}
+        ps = [p for p in plots if any(p.id == f"bars-{t}" for t in tasks) or (b == "perrec" and p.id == "ptc-vs-group-size")]
+        if ts or ps:
+            sections.append(Section(b, layouts.title(b), ts, ps))
+    pf = [p for p in plots if p.id == "parse-failures"]
+    if pf:
+        sections.append(Section("parse-failures", "Parse failures", [], pf))
+    return Report(runs, cells, agg, tables, plots, sections, paths)
+
+
+# ---- renderers ------------------------------------------------------------------------------------
+def _md_escape(s: str) -> str:
+    return str(s).replace("|", "\\|")
+
+
+def table_markdown(t: Table) -> str:
+    """A Markdown pipe table: value [CI] (n, pf); best in bold, second best in italics; '—' = missing."""
+    head = t.row_header + t.flat_columns()
+    lines = [f"### {t.title}", "", "| " + " | ".join(map(_md_escape, head)) + " |",
+             "|" + "---|" * len(t.row_header) + "---:|" * len(t.columns)]
+    for labels, cells in t.rows:
+        out = []
+        for c in cells:
+            if c.missing:
+                out.append("—")
+                continue
+            v = f"**{c.text}**" if c.mark == "best" else f"*{c.text}*" if c.mark == "second" else c.text
+            extra = " ".join(x for x in (c.ci_text, f"({c.count_text})" if c.count_text else "") if x)
+            out.append(_md_escape(f"{v} {extra}".strip()))
+        lines.append("| " + " | ".join(map(_md_escape, labels)) + " | " + " | ".join(out) + " |")
+    lines += ["", f"_{t.caption}_", ""]
+    return "\n".join(lines)
+
+
+def render_markdown(rep: Report) -> str:
+    """The whole report as Markdown (plots are in the HTML page)."""
+    parts = [f"# recbench report", "", f"{len(rep.runs)} runs from {', '.join(rep.sources)}. "
+             "Missing cells: —. Plots: report.html.", ""]
+    for s in rep.sections:
+        if s.tables:
+            parts.append(f"## {s.title}\n")
+            parts += [table_markdown(t) for t in s.tables]
+    return "\n".join(parts)
+
+
+def render_html(rep: Report, title: str = "recbench report") -> str:
+    """The self-contained HTML page (inline CSS, plots as data: URIs, no scripts, no external resources)."""
+    env = Environment(loader=PackageLoader("recbench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))
+    try:
+        version = metadata.version("recbench")
+    except metadata.PackageNotFoundError:
+        version = "?"
+    return env.get_template("report.html.j2").render(
+        title=title, sections=rep.sections, sources=rep.sources, n_runs=len(rep.runs), version=version,
+        generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"), runs=[str(r.dir) for r in rep.runs])
+
+
+def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str = "recbench report",
+                 formats: Iterable[str] = ("md", "csv", "html"), layouts: Optional[Layouts] = None) -> dict[str, Path]:
+    """Build the report for the given run/sweep dirs and write report.{md,html}, cells.csv, tables.csv into out_dir."""
+    rep = build_report(paths, layouts)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    formats = set(formats)
+    if "md" in formats:
+        written["md"] = out / "report.md"
+        written["md"].write_text(render_markdown(rep), encoding="utf-8")
+    if "csv" in formats:
+        written["csv"] = out / "cells.csv"  # seed-aggregated tidy table: every cell with CI, sd, n, sources
+        rep.agg.to_csv(written["csv"], index=False)
+        written["runs_csv"] = out / "runs.csv"  # one row per run, seed and slice, before seed aggregation
+        rep.cells.to_csv(written["runs_csv"], index=False)
+        frames = []
+        for t in rep.tables:
+            f = t.to_frame().reset_index() if t.rows else pd.DataFrame()
+            if not f.empty:
+                f.insert(0, "table", t.id)
+                frames.append(f)
+        if frames:
+            written["tables_csv"] = out / "tables.csv"
+            pd.concat(frames, ignore_index=True).to_csv(written["tables_csv"], index=False)
+    if "html" in formats:
+        written["html"] = out / "report.html"
+        written["html"].write_text(render_html(rep, title), encoding="utf-8")
+    log.info("report: %d runs -> %s", len(rep.runs), out)
+    return written
