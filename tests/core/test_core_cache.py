@@ -1,0 +1,60 @@
+"""Cache keying: a different model, adapter, template, seed or parameter never hits; errors are never stored."""
+import subprocess
+import sys
+
+from recbench.cache import ResponseCache, cache_key
+from recbench.types import Constraint, Request, Response, SamplingParams
+
+MSG = [{"role": "user", "content": "Rate 'Dune' from 1 to 5."}]
+MODEL = {"kind": "hf", "name": "m", "weights": "sha256:abc", "adapter": None, "chat_template": "t1"}
+
+
+def req(**kw):
+    return Request.chat(MSG, SamplingParams(**{"max_tokens": 8, **kw}))
+
+
+def test_key_covers_model_and_request_content():
+    base = cache_key(MODEL, req())
+    assert base == cache_key(dict(MODEL), req())  # deterministic
+    variants = [
+        cache_key({**MODEL, "name": "other"}, req()),
+        cache_key({**MODEL, "weights": "sha256:def"}, req()),
+        cache_key({**MODEL, "adapter": "lora1"}, req()),
+        cache_key({**MODEL, "chat_template": "t2"}, req()),
+        cache_key({**MODEL, "kind": "vllm"}, req()),
+        cache_key(MODEL, req(seed=1)),
+        cache_key(MODEL, req(temperature=0.7)),
+        cache_key(MODEL, req(top_p=0.9)),
+        cache_key(MODEL, req(max_tokens=9)),
+        cache_key(MODEL, Request.chat(MSG, SamplingParams(max_tokens=8), constraint=Constraint("choice", ("1", "2")))),
+        cache_key(MODEL, Request.chat(MSG, SamplingParams(max_tokens=8), adapter="lora1")),
+        cache_key(MODEL, Request.chat([{"role": "user", "content": "Rate 'Dune' from 1 to 5. "}], SamplingParams(max_tokens=8))),
+    ]
+    assert base not in variants and len(set(variants)) == len(variants)
+
+
+def test_hits_misses_and_errors_never_cached(tmp_path):
+    c = ResponseCache(tmp_path / "c.sqlite")
+    good, bad = cache_key(MODEL, req()), cache_key(MODEL, req(seed=5))
+    written = c.put_many([(good, "m", req(), Response(text="4", completion_tokens=1)),
+                          (bad, "m", req(seed=5), Response(error="HTTP 500"))])
+    assert written == 1 and len(c) == 1
+    got = c.get_many([good, bad, cache_key({**MODEL, "name": "other"}, req())])
+    assert list(got) == [good] and got[good].text == "4" and got[good].cached
+    assert (c.hits, c.misses) == (1, 2)
+
+
+def test_concurrent_processes_share_the_cache(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    code = (
+        "import sys; from recbench.cache import ResponseCache; from recbench.types import Request, Response, SamplingParams\n"
+        "c = ResponseCache(sys.argv[1]); w = int(sys.argv[2])\n"
+        "for i in range(200):\n"
+        "    r = Request.chat([{'role': 'user', 'content': f'{w}-{i}'}], SamplingParams())\n"
+        "    c.put_many([(f'{w}-{i}', 'm', r, Response(text=str(i)))])\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(w)]) for w in range(3)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    c = ResponseCache(path)
+    assert len(c) == 600
+    assert c._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -1,0 +1,45 @@
+"""PTC on hand-computed fixtures, fixed per-user-rank tau vs the legacy id-list tau."""
+import math
+
+import pytest
+from scipy import stats
+
+from recbench.metrics import bootstrap_ci, kendall_tau_legacy, kendall_tau_ranks, summarize
+
+
+def test_documented_case_fixed_vs_legacy():
+    # truth ranks users 1,3,2; prediction 3,1,2. Per-user ranks: truth (1,3,2) vs pred (2,3,1) -> tau = (2-1)/3
+    assert kendall_tau_ranks([1, 3, 2], [3, 1, 2]) == pytest.approx(1 / 3)
+    # the released code correlated the two id lists themselves: every pair discordant -> -1
+    assert kendall_tau_legacy([1, 3, 2], [3, 1, 2]) == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize("truth,pred,expected", [
+    (["a", "b"], ["a", "b"], 1.0),
+    (["a", "b"], ["b", "a"], -1.0),
+    (["a", "b", "c", "d"], ["d", "c", "b", "a"], -1.0),
+    (["a", "b", "c", "d"], ["b", "a", "c", "d"], 4 / 6),  # one discordant pair of six
+    (["a", "b", "c"], ["a", "c", "b"], 1 / 3),
+])
+def test_hand_computed(truth, pred, expected):
+    assert kendall_tau_ranks(truth, pred) == pytest.approx(expected)
+
+
+def test_matches_scipy_on_rank_vectors():
+    truth, pred = ["u4", "u1", "u3", "u2"], ["u1", "u4", "u2", "u3"]
+    tr = {u: i for i, u in enumerate(truth)}
+    pr = {u: i for i, u in enumerate(pred)}
+    ids = sorted(truth)
+    assert kendall_tau_ranks(truth, pred) == pytest.approx(stats.kendalltau([tr[u] for u in ids], [pr[u] for u in ids]).statistic)
+
+
+def test_mismatched_ids_are_an_error():
+    with pytest.raises(ValueError, match="different ids"):
+        kendall_tau_ranks(["a", "b"], ["a", "c"])
+
+
+def test_summary_excludes_nan_and_counts_it():
+    s = summarize([1.0, 0.0, math.nan, 0.5], n_boot=200)
+    assert s["mean"] == pytest.approx(0.5) and s["n"] == 3 and s["n_undefined"] == 1
+    lo, hi = bootstrap_ci([0.0, 1.0] * 50, n_boot=500)
+    assert lo < 0.5 < hi and hi - lo < 0.3

@@ -1,0 +1,23 @@
+"""Test helpers: compose the real Hydra config in-process."""
+from __future__ import annotations
+
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+
+from recbench.app import register_resolvers
+
+
+def compose_cfg(overrides: list[str]):
+    """The composed recbench config for the given overrides (as the CLI would build it, minus the hydra node)."""
+    register_resolvers()
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="recbench.conf", version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def listwise_answer(req) -> str:
+    """A deterministic, parseable listwise answer: the users in reverse label order."""
+    text = req.messages[-1][1]
+    n = int(text.split(" users all rated")[0].strip().split()[-1])
+    labels = [f"User {chr(65 + i)}" for i in range(n)][::-1]
+    return '{"ranking": [' + ", ".join(f'"{x}"' for x in labels) + "]}"
