@@ -1,9 +1,12 @@
 """PerRecBench methods: pointwise, pairwise (heapsort, both orders), listwise, and model-free reference rows."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import string
-from typing import Any, Callable, Generator, Optional
+from collections import Counter
+from typing import Any, Callable, Generator, Optional, Sequence
 
 import numpy as np
 
@@ -30,47 +33,157 @@ def presentation_order(example: Example, seed: int) -> list[dict[str, Any]]:
 
 
 class PerRecMethod(Method):
-    """Shared pieces: sampling, the system prompt, optional LLM-written user profiles."""
+    """Shared pieces: sampling, system prompt, optional profiles, and the prompting variants (method config):
+    `cot` (chain-of-thought templates; the answer follows "Answer:"), `shots` (few-shot from held-out groups,
+    seeded), `samples` + `temperature` (self-consistency: n samples aggregated), `template` (a template file)."""
 
-    def _messages(self, user_prompt: str) -> list[dict[str, str]]:
-        return [{"role": "system", "content": render(PKG, "system.j2")}, {"role": "user", "content": user_prompt}]
+    base_template: str = ""
+
+    # ---- variants ---------------------------------------------------------------------------
+    @property
+    def cot(self) -> bool:
+        """Chain-of-thought prompting on."""
+        return bool(self.cfg.get("cot", False))
+
+    @property
+    def n_samples(self) -> int:
+        """Self-consistency sample count (1 = off)."""
+        return max(1, int(self.cfg.get("samples", 1) or 1))
+
+    @property
+    def n_shots(self) -> int:
+        """Few-shot demonstrations per prompt (0 = zero-shot)."""
+        return int(self.cfg.get("shots", 0) or 0)
+
+    def template(self) -> str:
+        """The configured template file, else <method>.j2 or <method>_cot.j2."""
+        return self.cfg.get("template") or f"{self.base_template}{'_cot' if self.cot else ''}.j2"
+
+    def answer_part(self, text: str) -> str:
+        """With chain of thought, the text after the last 'Answer:' (the whole text if there is none)."""
+        if not self.cot:
+            return text
+        m = list(re.finditer(r"(?:final\s+)?answer\s*[:：]", text, flags=re.I))
+        return text[m[-1].end():] if m else text
+
+    def shot_answer(self, answer: str) -> str:
+        """How a demonstration's gold answer is written (matches the template's requested format)."""
+        return f"Answer: {answer}" if self.cot else answer
+
+    def shot_examples(self, example: Example) -> list[Example]:
+        """n held-out groups drawn with a seed (per example), for few-shot demonstrations."""
+        if not self.n_shots:
+            return []
+        pool = self.task.heldout()  # type: ignore[attr-defined]
+        if not pool:
+            raise ValueError("few-shot prompting needs held-out groups: set task.heldout_file (recbench format) "
+                             "or provide held_out-*.json (released format)")
+        rng = np.random.default_rng([self.seed, 2, *example.id.encode()])
+        return [pool[i] for i in rng.choice(len(pool), size=min(self.n_shots, len(pool)), replace=False)]
+
+    # ---- requests ---------------------------------------------------------------------------
+    def _sampling(self, max_tokens: int, seed_offset: int = 0):
+        sp = self.sampling(max_tokens, seed_offset)
+        t = self.cfg.get("temperature")
+        return sp if t is None else dataclasses.replace(sp, temperature=float(t))
+
+    def _messages(self, user_prompt: str, shots: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
+        msgs = [{"role": "system", "content": render(PKG, "system.j2")}]
+        for q, a in shots:
+            msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        return msgs + [{"role": "user", "content": user_prompt}]
 
     def _request(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
-                 purpose: str = "answer", seed_offset: int = 0) -> Request:
-        return Request.chat(self._messages(prompt), self.sampling(max_tokens, seed_offset),
-                            constraint=constraint if self.cfg.get("constrained", False) else None, purpose=purpose)
+                 purpose: str = "answer", seed_offset: int = 0, shots: Sequence[tuple[str, str]] = ()) -> Request:
+        use_constraint = self.cfg.get("constrained", False) and not self.cot
+        return Request.chat(self._messages(prompt, shots), self._sampling(max_tokens, seed_offset),
+                            constraint=constraint if use_constraint else None, purpose=purpose)
 
-    def profiles(self, users: list[dict[str, Any]]) -> Generator[list[Request], list[Response], dict[str, str]]:
-        """One profile request per user (cached, so shared across methods and runs); {} when profiles are off."""
+    def _samples(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
+                 shots: Sequence[tuple[str, str]] = ()) -> list[Request]:
+        """The prompt once, or n times with seeds seed+0..n-1 for self-consistency."""
+        return [self._request(prompt, max_tokens, constraint, seed_offset=j, shots=shots) for j in range(self.n_samples)]
+
+    def profile_text(self, user: dict[str, Any], example: Example) -> Optional[str]:
+        """A profile from task.profile_file (written by another model, or the released userid2profile.json)."""
+        table = self.task.profile_table()  # type: ignore[attr-defined]
+        return table.get(f"{user['user_id']}@{example.data['query_item']}") or table.get(user["user_id"])
+
+    def profiles(self, users: list[dict[str, Any]], example: Optional[Example] = None
+                 ) -> Generator[list[Request], list[Response], dict[str, str]]:
+        """Profiles per user: from task.profile_file when set, else one request per user to this model
+        (cached, so shared across methods and runs); {} when profiles are off."""
         tcfg = self.task.cfg
         if not tcfg.profile:
             return {}
+        if tcfg.get("profile_file") and example is not None:
+            return {u["user_id"]: p for u in users if (p := self.profile_text(u, example))}
         reqs = [Request.chat([{"role": "user", "content": render(PKG, "profile.j2", history=u["history"][-tcfg.profile_history:])}],
                              self.sampling(tcfg.profile_max_tokens), purpose="profile") for u in users]
         resps = yield reqs
         return {u["user_id"]: r.text.strip() for u, r in zip(users, resps)}
 
 
+def aggregate_status(parsed: list[Parsed]) -> str:
+    """Status of an aggregated answer: ok if every sample parsed cleanly, failed if none parsed, else repaired."""
+    if all(p.status == "ok" for p in parsed):
+        return "ok"
+    return "failed" if not any(p.ok for p in parsed) else "repaired"
+
+
+def majority(values: list[Any]) -> Optional[Any]:
+    """The strict plurality value among non-None values (None on a tie or when empty)."""
+    c = Counter(v for v in values if v is not None).most_common()
+    if not c or (len(c) > 1 and c[0][1] == c[1][1]):
+        return None
+    return c[0][0]
+
+
+def borda(rankings: list[list[str]], labels: list[str]) -> list[str]:
+    """Borda count over full rankings (n-1 points for first place ...); ties keep label order."""
+    points = {lab: 0 for lab in labels}
+    for rk in rankings:
+        for pos, lab in enumerate(rk):
+            points[lab] += len(labels) - 1 - pos
+    return sorted(labels, key=lambda lab: (-points[lab], labels.index(lab)))
+
+
 class Pointwise(PerRecMethod):
     """Predict each user's rating; rank users by predicted rating minus their own average."""
 
     name = "pointwise"
+    base_template = "pointwise"
+
+    def prompt(self, example: Example, user: dict[str, Any], profile: Optional[str]) -> str:
+        """The pointwise prompt for one user."""
+        return render(PKG, self.template(), label="User", user=user, profile=profile, query_title=example.data["query_title"])
 
     def run(self, example: Example) -> MethodGen:
         users = example.data["users"]
-        profiles = yield from self.profiles(users)
-        reqs = [self._request(render(PKG, "pointwise.j2", label="User", user=u, profile=profiles.get(u["user_id"]),
-                                     query_title=example.data["query_title"]),
-                              self.cfg.max_tokens, Constraint(kind="choice", choices=RATING_CHOICES)) for u in users]
+        profiles = yield from self.profiles(users, example)
+        rng = np.random.default_rng([self.seed, 3, *example.id.encode()])
+        shots = []
+        for sx in self.shot_examples(example):
+            su = sx.data["users"][int(rng.integers(len(sx.data["users"])))]
+            shots.append((self.prompt(sx, su, self.profile_text(su, sx) if self.task.cfg.profile and self.task.cfg.get("profile_file") else None),
+                          self.shot_answer(f"{su['rating']:g}")))
+        reqs = [r for u in users for r in self._samples(self.prompt(example, u, profiles.get(u["user_id"])), self.cfg.max_tokens,
+                                                          Constraint(kind="choice", choices=RATING_CHOICES), shots)]
         resps = yield reqs
-        parsed = [parse_number(r.text, lo=1, hi=5) for r in resps]
-        preds = {u["user_id"]: p.value for u, p in zip(users, parsed)}
-        status = worst_status([p.status for p in parsed])
+        n = self.n_samples
+        preds, statuses, notes = {}, [], []
+        for k, u in enumerate(users):
+            parsed = [parse_number(self.answer_part(r.text), lo=1, hi=5) for r in resps[k * n:(k + 1) * n]]
+            vals = [p.value for p in parsed if p.ok]
+            preds[u["user_id"]] = float(np.mean(vals)) if vals else None  # self-consistency: mean rating
+            statuses.append(parsed[0].status if n == 1 else aggregate_status(parsed))
+            notes += [p.note for p in parsed if p.note]
+        status = worst_status(statuses)
         order = None
         if status != "failed":
             order = [u["user_id"] for u in sorted(users, key=lambda u: -(preds[u["user_id"]] - u["avg_rating"]))]
         return Outcome(prediction={"order": order, "ratings": preds}, parse_status=status,  # type: ignore[arg-type]
-                       details={"notes": [p.note for p in parsed if p.note]})
+                       details={"notes": notes})
 
 
 def heapsort_desc(items: list[Any], greater: Callable[[Any, Any], Generator]) -> Generator:
@@ -98,31 +211,52 @@ def heapsort_desc(items: list[Any], greater: Callable[[Any, Any], Generator]) ->
 
 
 class Pairwise(PerRecMethod):
-    """Heapsort over the group; each comparison asks both orders and counts only when they agree."""
+    """Heapsort over the group; each comparison asks both orders and counts only when they agree
+    (with self-consistency, each order's answer is the majority vote of its samples)."""
 
     name = "pairwise"
+    base_template = "pairwise"
+
+    def prompt(self, query_title: str, a: dict, b: dict, profile_a: Optional[str], profile_b: Optional[str]) -> str:
+        """The pairwise prompt for users a ([User A]) and b ([User B])."""
+        return render(PKG, self.template(), query_title=query_title, user_a=a, user_b=b, profile_a=profile_a, profile_b=profile_b)
+
+    def demonstrations(self, example: Example) -> list[tuple[str, str]]:
+        """Few-shot pairs from held-out groups: two random members and the gold choice."""
+        rng = np.random.default_rng([self.seed, 3, *example.id.encode()])
+        shots = []
+        for sx in self.shot_examples(example):
+            i, j = rng.choice(len(sx.data["users"]), size=2, replace=False)
+            a, b = sx.data["users"][int(i)], sx.data["users"][int(j)]
+            gold = PAIR_CHOICES[0] if a["relative_rating"] > b["relative_rating"] else PAIR_CHOICES[1]
+            shots.append((self.prompt(sx.data["query_title"], a, b, None, None), self.shot_answer(gold)))
+        return shots
 
     def run(self, example: Example) -> MethodGen:
         users = presentation_order(example, self.seed)
-        profiles = yield from self.profiles(users)
+        profiles = yield from self.profiles(users, example)
         q = example.data["query_title"]
+        shots = self.demonstrations(example)
         stats = {"comparisons": 0, "consistent": 0, "inconsistent": 0, "unparsed_answers": 0}
         statuses: list[str] = []
         constraint = Constraint(kind="choice", choices=PAIR_CHOICES)
+        n = self.n_samples
 
         def greater(u: dict, v: dict) -> Generator[list[Request], list[Response], bool]:
-            prompts = [render(PKG, "pairwise.j2", query_title=q, user_a=a, user_b=b,
-                              profile_a=profiles.get(a["user_id"]), profile_b=profiles.get(b["user_id"]))
-                       for a, b in ((u, v), (v, u))]
-            resps = yield [self._request(p, self.cfg.max_tokens, constraint) for p in prompts]
-            first, second = (parse_choice(r.text, PAIR_CHOICES) for r in resps)
-            statuses.extend([first.status, second.status])
+            prompts = [self.prompt(q, a, b, profiles.get(a["user_id"]), profiles.get(b["user_id"])) for a, b in ((u, v), (v, u))]
+            resps = yield [r for p in prompts for r in self._samples(p, self.cfg.max_tokens, constraint, shots)]
+            votes = []
+            for half in (resps[:n], resps[n:]):
+                parsed = [parse_choice(self.answer_part(r.text), PAIR_CHOICES) for r in half]
+                statuses.append(parsed[0].status if n == 1 else aggregate_status(parsed))
+                stats["unparsed_answers"] += sum(not p.ok for p in parsed)
+                votes.append(majority([p.value for p in parsed]))
+            first, second = votes
             stats["comparisons"] += 1
-            stats["unparsed_answers"] += (not first.ok) + (not second.ok)
-            if first.value == "[User A]" and second.value == "[User B]":
+            if first == "[User A]" and second == "[User B]":
                 stats["consistent"] += 1
                 return True
-            if first.value == "[User B]" and second.value == "[User A]":
+            if first == "[User B]" and second == "[User A]":
                 stats["consistent"] += 1
                 return False
             stats["inconsistent"] += 1
@@ -174,21 +308,43 @@ def parse_ranking(text: str, labels: list[str]) -> Parsed:
 
 
 class Listwise(PerRecMethod):
-    """The whole group in one prompt; the model returns a JSON ranking of user labels."""
+    """The whole group in one prompt; the model returns a JSON ranking of user labels (self-consistency: Borda)."""
 
     name = "listwise"
+    base_template = "listwise"
+
+    def prompt(self, example: Example, users: list[dict], profiles: dict[str, str]) -> tuple[str, list[str]]:
+        """The listwise prompt over users in the given order, and their labels."""
+        labels = LABELS[: len(users)]
+        shown = [{"label": lab, "user": u, "profile": profiles.get(u["user_id"])} for lab, u in zip(labels, users)]
+        return render(PKG, self.template(), users=shown, query_title=example.data["query_title"]), labels
+
+    def demonstrations(self, example: Example) -> list[tuple[str, str]]:
+        """Few-shot held-out groups (seeded presentation order) with their gold JSON ranking."""
+        shots = []
+        for sx in self.shot_examples(example):
+            su = presentation_order(sx, self.seed)
+            prompt, labels = self.prompt(sx, su, {})
+            by_id = {u["user_id"]: lab for u, lab in zip(su, labels)}
+            gold = [by_id[u["user_id"]] for u in sorted(su, key=lambda u: -u["relative_rating"])]
+            shots.append((prompt, self.shot_answer(json.dumps({"ranking": gold}))))
+        return shots
 
     def run(self, example: Example) -> MethodGen:
         users = presentation_order(example, self.seed)
-        profiles = yield from self.profiles(users)
-        labels = LABELS[: len(users)]
-        shown = [{"label": lab, "user": u, "profile": profiles.get(u["user_id"])} for lab, u in zip(labels, users)]
+        profiles = yield from self.profiles(users, example)
+        prompt, labels = self.prompt(example, users, profiles)
         schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"enum": labels},
                                                                "minItems": len(labels), "maxItems": len(labels)}},
                   "required": ["ranking"]}
-        prompt = render(PKG, "listwise.j2", users=shown, query_title=example.data["query_title"])
-        (resp,) = yield [self._request(prompt, self.cfg.max_tokens, Constraint.json_schema(schema))]
-        parsed = parse_ranking(resp.text, labels)
+        resps = yield self._samples(prompt, self.cfg.max_tokens, Constraint.json_schema(schema), self.demonstrations(example))
+        parsed_all = [parse_ranking(self.answer_part(r.text), labels) for r in resps]
+        if len(parsed_all) == 1:
+            parsed = parsed_all[0]
+        else:  # self-consistency: Borda count over the parsed rankings
+            good = [p.value for p in parsed_all if p.ok]
+            parsed = Parsed(borda(good, labels) if good else None, aggregate_status(parsed_all),  # type: ignore[arg-type]
+                            f"borda over {len(good)}/{len(parsed_all)} parsed samples")
         by_label = dict(zip(labels, users))
         order = [by_label[lab]["user_id"] for lab in parsed.value] if parsed.ok else None
         return Outcome(prediction={"order": order, "labels": dict(zip(labels, [u["user_id"] for u in users]))},
@@ -224,4 +380,32 @@ class BM25History(Method):
         scores = {u["user_id"]: score(u) for u in users}
         order = [u["user_id"] for u in sorted(users, key=lambda u: -scores[u["user_id"]])]
         return Outcome(prediction={"order": order, "scores": scores})
+        yield  # pragma: no cover - makes this a generator
+
+
+class UserAverage(Method):
+    """Rating reference row: predict each user's own average rating (the rank order is then a seeded tie-break)."""
+
+    name = "user_avg"
+    needs_backend = False
+
+    def run(self, example: Example) -> MethodGen:
+        users = presentation_order(example, self.seed)
+        preds = {u["user_id"]: float(u["avg_rating"]) for u in users}
+        order = [u["user_id"] for u in sorted(users, key=lambda u: -(preds[u["user_id"]] - u["avg_rating"]))]
+        return Outcome(prediction={"order": order, "ratings": preds})
+        yield  # pragma: no cover - makes this a generator
+
+
+class ItemAverage(Method):
+    """Rating reference row: predict the query item's average rating (by users outside the group) for every user."""
+
+    name = "item_avg"
+    needs_backend = False
+
+    def run(self, example: Example) -> MethodGen:
+        users = presentation_order(example, self.seed)
+        preds = {u["user_id"]: float(example.data["item_avg_rating"]) for u in users}
+        order = [u["user_id"] for u in sorted(users, key=lambda u: -(preds[u["user_id"]] - u["avg_rating"]))]
+        return Outcome(prediction={"order": order, "ratings": preds})
         yield  # pragma: no cover - makes this a generator

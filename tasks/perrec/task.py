@@ -2,44 +2,122 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Optional
 
 from recbench.metrics import kendall_tau_legacy, kendall_tau_ranks
 from recbench.task import Task
 from recbench.tasks.perrec.data import load_examples, true_order
-from recbench.tasks.perrec.methods import BM25History, Listwise, Pairwise, Pointwise, RandomOrder
+from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
+                                           UserAverage)
 from recbench.types import Example, Outcome
 
 
 class PerRecTask(Task):
-    """PerRecBench (Tan et al. 2025): PTC = Kendall tau between true and predicted per-user ranks."""
+    """PerRecBench (Tan et al. 2025): PTC = Kendall tau between true and predicted per-user ranks; MAE/RMSE of ratings."""
 
     name = "perrec"
-    methods = {m.name: m for m in (Pointwise, Pairwise, Listwise, RandomOrder, BM25History)}
+    methods = {m.name: m for m in (Pointwise, Pairwise, Listwise, RandomOrder, BM25History, UserAverage, ItemAverage)}
     breakdown_by = ("difficulty",)
     headline_metric = "ptc"
 
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._heldout: Optional[list[Example]] = None
+        self._profiles: Optional[dict[str, str]] = None
+
+    @property
+    def released(self) -> bool:
+        """True when task.format is 'released' (the official PerRecBench JSON files)."""
+        return self.cfg.get("format", "recbench") == "released"
+
+    def _examples(self, split: str) -> list[Example]:
+        k, hmax = int(self.cfg.retrieval_k), int(self.cfg.history_max)
+        if self.released:
+            from recbench.tasks.perrec.released import load_released
+
+            return list(load_released(str(self.cfg.data_dir), k, hmax, split))
+        name = "groups.jsonl" if split == "test" else self.cfg.get("heldout_file") or "heldout.jsonl"
+        if split != "test" and not (Path(str(self.cfg.data_dir)) / name).exists():
+            return []
+        return list(load_examples(str(self.cfg.data_dir), k, hmax, name))
+
     def load(self) -> list[Example]:
         """Groups of the configured difficulties, in file order."""
-        exs = load_examples(str(self.cfg.data_dir), int(self.cfg.retrieval_k), int(self.cfg.history_max))
         wanted = set(self.cfg.difficulties)
-        return [e for e in exs if e.meta["difficulty"] in wanted]
+        return [e for e in self._examples("test") if e.meta["difficulty"] in wanted]
+
+    def make_method(self, method_cfg, sampling_cfg=None):
+        """The method class named by method.kind (variants such as pointwise_cot) or method.name; the instance
+        carries method.name, so each variant gets its own run directory and report row."""
+        from recbench.registry import lookup
+
+        cls = lookup(self.methods, method_cfg.get("kind") or method_cfg.name, what=f"method for task '{self.name}'",
+                     hint="method=")
+        m = cls(self, method_cfg, sampling_cfg)
+        m.name = str(method_cfg.name)
+        return m
+
+    def heldout(self) -> list[Example]:
+        """Held-out groups (disjoint query items) for few-shot demonstrations; [] when the data has none."""
+        if self._heldout is None:
+            self._heldout = self._examples("heldout")
+        return self._heldout
+
+    def profile_table(self) -> dict[str, str]:
+        """Profiles from task.profile_file (keys 'user' or 'user@query_item'); the released userid2profile.json by default."""
+        if self._profiles is None:
+            path = self.cfg.get("profile_file")
+            if path:
+                self._profiles = {str(k): str(v) for k, v in json.loads(Path(str(path)).read_text(encoding="utf-8")).items()}
+            elif self.released:
+                from recbench.tasks.perrec.released import load_profiles
+
+                self._profiles = load_profiles(str(self.cfg.data_dir))
+            else:
+                self._profiles = {}
+        return self._profiles
 
     def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
-        """ptc (parse failures score 0, the expected tau of a random ranking) and ptc_parsed (NaN on failure)."""
-        order = outcome.prediction.get("order") if isinstance(outcome.prediction, dict) else None
+        """ptc (parse failures score 0, the expected tau of a random ranking), ptc_parsed (NaN on failure);
+        mae / mse of predicted ratings over the group when the method predicts ratings (pointwise, reference rows)."""
+        pred = outcome.prediction if isinstance(outcome.prediction, dict) else {}
+        order = pred.get("order")
+        out: dict[str, float] = {}
         if outcome.parse_status == "failed" or not order:
-            return {"ptc": 0.0, "ptc_parsed": math.nan}
-        truth = true_order(example.data["users"])
-        tau = kendall_tau_legacy(truth, order) if self.cfg.legacy_tau else kendall_tau_ranks(truth, order)
-        return {"ptc": tau, "ptc_parsed": tau}
+            out.update(ptc=0.0, ptc_parsed=math.nan)
+        else:
+            truth = true_order(example.data["users"])
+            tau = kendall_tau_legacy(truth, order) if self.cfg.legacy_tau else kendall_tau_ranks(truth, order)
+            out.update(ptc=tau, ptc_parsed=tau)
+        ratings = pred.get("ratings")
+        if isinstance(ratings, dict):
+            errs = [ratings[u["user_id"]] - u["rating"] for u in example.data["users"] if ratings.get(u["user_id"]) is not None]
+            full = len(errs) == len(example.data["users"]) and outcome.parse_status != "failed"
+            out["mae"] = sum(abs(e) for e in errs) / len(errs) if full else math.nan
+            out["mse"] = sum(e * e for e in errs) / len(errs) if full else math.nan
+        return out
+
+    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """Rating MAE and RMSE over all users of the groups with a full rating prediction (group-size weighted)."""
+        rs = [r for r in records if r["metrics"].get("mae") is not None and not math.isnan(float(r["metrics"]["mae"]))]
+        if not rs:
+            return {}
+        n = sum(int(r["meta"].get("group_size", 1)) for r in rs)
+        mae = sum(float(r["metrics"]["mae"]) * int(r["meta"].get("group_size", 1)) for r in rs) / n
+        mse = sum(float(r["metrics"]["mse"]) * int(r["meta"].get("group_size", 1)) for r in rs) / n
+        return {"rating_mae": mae, "rating_rmse": math.sqrt(mse), "rating_n": n, "rating_groups": len(rs)}
 
     def identity(self) -> dict[str, Any]:
         """Task name, data folder and a hash of its groups file, and the settings that change prompts or scores."""
-        groups = Path(str(self.cfg.data_dir)) / "groups.jsonl"
+        root = Path(str(self.cfg.data_dir))
+        groups = root / "groups.jsonl"
+        if self.released:
+            groups = root / "item2group_avg_diff_sample-easy.json"
         digest = hashlib.sha256(groups.read_bytes()).hexdigest()[:16] if groups.exists() else None
         return {"name": self.name, "data_dir": str(self.cfg.data_dir), "groups_sha256": digest,
+                "format": self.cfg.get("format", "recbench"),
                 "retrieval_k": int(self.cfg.retrieval_k), "profile": bool(self.cfg.profile),
-                "legacy_tau": bool(self.cfg.legacy_tau)}
+                "profile_file": self.cfg.get("profile_file"), "legacy_tau": bool(self.cfg.legacy_tau)}
