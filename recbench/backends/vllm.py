@@ -107,6 +107,15 @@ class VLLMBackend(Backend):
             log.info("vLLM engine for %s ready in %.1fs", self.model_path, time.time() - t0)
         return _ENGINES[key]
 
+    def close(self) -> None:
+        """Forget this backend's engine (freed once no other backend uses it); a later backend builds a new one."""
+        key = json.dumps(self.engine_args, sort_keys=True, default=str)
+        if _ENGINES.get(key) is self.llm:
+            del _ENGINES[key]
+        import gc
+
+        gc.collect()
+
     # ---- identity and records ---------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         """Kind, name, weights fingerprint (GGUF hash or folder), revision, chat-template hash, dtype."""

