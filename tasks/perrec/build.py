@@ -68,13 +68,13 @@ def read_amazon_meta(path: str | Path | None) -> pd.DataFrame:
     if path is None:
         return pd.DataFrame(columns=["item_id", "title"])
     p = Path(path)
-    df = pd.read_json(p, lines=True) if ".jsonl" in p.name or p.suffix == ".json" else pd.read_csv(p)
+    df = pd.read_json(p, lines=True, dtype=False) if ".jsonl" in p.name or p.suffix == ".json" else pd.read_csv(p)
     return _items_frame(df, "parent_asin")
 
 
 def read_amazon_jsonl(reviews: str | Path, meta: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Amazon Reviews 2023 review JSONL (user_id, parent_asin, rating, timestamp, ...) + metadata JSONL."""
-    df = pd.read_json(reviews, lines=True, dtype={"user_id": str, "parent_asin": str})
+    df = pd.read_json(reviews, lines=True, dtype=False)  # no type guessing: keep the integer ms timestamps
     r = df.rename(columns={"parent_asin": "item_id"})[RATING_COLS]
     return r, read_amazon_meta(meta)
 
