@@ -1,0 +1,234 @@
+"""`mode=plan`: what a run would cost, without calling a model: requests, prompt tokens (model tokenizer when
+available), prompts over the context length, cached share, and estimated cost from the model's price table."""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from recbench.cost import run_cost
+from recbench.registry import ConfigError, lookup
+from recbench.types import Request, Response
+
+log = logging.getLogger(__name__)
+MAX_ROUNDS = 10_000  # per example: a method that never stops is a bug, not a plan
+
+
+@dataclass
+class Plan:
+    """The numbers `mode=plan` prints (and writes to plan.json in the run dir)."""
+
+    task: str
+    model: str
+    method: str
+    examples: int
+    already_finished: int
+    requests: int = 0
+    requests_exact: bool = True
+    unique_requests: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    prompt_tokens_uncached: int = 0
+    max_prompt_tokens: int = 0
+    max_completion_tokens: int = 0
+    over_context: int = 0
+    context_length: Optional[int] = None
+    tokenizer: str = "none"
+    cost: Optional[dict[str, Any]] = None
+    cost_uncached: Optional[dict[str, Any]] = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cached_share(self) -> Optional[float]:
+        """Share of the unique requests already in the response cache."""
+        return self.cached / self.unique_requests if self.unique_requests else None
+
+
+# ---- token counting -------------------------------------------------------------------------------
+class TokenCounter:
+    """Prompt tokens with the model's own tokenizer and chat template when it can be loaded offline, else ~chars/4."""
+
+    def __init__(self, model_cfg: DictConfig):
+        self.tok = None
+        self.source = "estimate: characters / 4 (no local tokenizer)"
+        b = model_cfg.get("backend") or {}
+        try:
+            from transformers import AutoTokenizer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+            if b.get("package") or b.get("gguf_file"):
+                from recbench.backends.hf import resolve_model_dir
+
+                folder = resolve_model_dir(str(b.get("model") or ""), b.get("package"))
+                self.tok = AutoTokenizer.from_pretrained(folder, gguf_file=b.get("gguf_file"))
+                self.source = f"model tokenizer ({b.get('gguf_file') or folder})"
+            else:
+                ident = model_cfg.get("hf_id") or (b.get("model") if b.get("_target_", "").endswith("HFBackend") else None)
+                if ident:
+                    self.tok = AutoTokenizer.from_pretrained(str(ident), local_files_only=True)
+                    self.source = f"model tokenizer ({ident}, local files)"
+        except Exception as e:  # noqa: BLE001 - any failure falls back to the estimate, and says so
+            log.info("plan: no tokenizer (%s); estimating tokens from characters", e)
+            self.tok = None
+
+    def count(self, req: Request) -> int:
+        """Prompt tokens of one chat request."""
+        msgs = req.message_dicts()
+        if self.tok is not None:
+            try:
+                if getattr(self.tok, "chat_template", None):
+                    ids = self.tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
+                    return len(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+                return len(self.tok("\n".join(m["content"] for m in msgs))["input_ids"])
+            except Exception:  # noqa: BLE001
+                pass
+        return max(1, sum(len(m["content"]) for m in msgs) // 4 + 4 * len(msgs))
+
+
+# ---- cache lookup by model name + request content (no model identity without loading the model) ---------
+def cached_answers(cache_cfg: DictConfig, model_name: str) -> dict[str, dict[str, Any]]:
+    """Request content JSON -> cached response payload, for this model name (read-only)."""
+    import sqlite3
+
+    path = Path(str(cache_cfg.path))
+    if not cache_cfg.get("enabled", True) or not path.exists():
+        return {}
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = con.execute("SELECT request, response FROM responses WHERE model = ?", (model_name,)).fetchall()
+    except sqlite3.Error:
+        rows = []
+    finally:
+        con.close()
+    return {req: json.loads(resp) for req, resp in rows}
+
+
+def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
+    """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
+    from recbench.app import build_task
+
+    task = build_task(cfg)
+    method = task.make_method(cfg.method, cfg.sampling)
+    examples = task.load()
+    if cfg.limit is not None:
+        examples = examples[: int(cfg.limit)]
+    samples = Path(run_dir) / "samples.jsonl"
+    done = set()
+    if samples.exists():
+        done = {json.loads(line)["id"] for line in samples.read_text(encoding="utf-8").splitlines() if line.strip()}
+    todo = [e for e in examples if e.id not in done]
+    uses_model = method.needs_backend
+    p = Plan(task=task.name, model=str(cfg.model.name) if uses_model else "none", method=method.name,
+             examples=len(examples), already_finished=len(examples) - len(todo))
+    if not uses_model:
+        p.notes.append("this method needs no model: no requests, no cost")
+        return p
+    backend_cfg = cfg.model.get("backend") or {}
+    model_name = str(backend_cfg.get("name") or cfg.model.name)
+    answers = cached_answers(cfg.cache, model_name)
+    counter = TokenCounter(cfg.model)
+    p.tokenizer = counter.source
+    ctx = cfg.model.get("context_length")
+    p.context_length = int(ctx) if ctx else None
+    method.prepare(examples)
+    seen: dict[str, int] = {}
+    completion_budget = 0
+    for ex in todo:
+        gen = method.run(ex)
+        try:
+            reqs = next(gen)
+            for _ in range(MAX_ROUNDS):
+                resps = []
+                for r in reqs:
+                    content = json.dumps(r.content_dict())
+                    p.requests += 1
+                    hit = answers.get(content)
+                    if content not in seen:
+                        seen[content] = counter.count(r)
+                        n = seen[content]
+                        p.unique_requests += 1
+                        p.prompt_tokens += n
+                        p.max_prompt_tokens = max(p.max_prompt_tokens, n)
+                        completion_budget += r.sampling.max_tokens
+                        p.max_completion_tokens = max(p.max_completion_tokens, r.sampling.max_tokens)
+                        if hit is not None:
+                            p.cached += 1
+                        else:
+                            p.prompt_tokens_uncached += n
+                        if p.context_length and n + r.sampling.max_tokens > p.context_length:
+                            p.over_context += 1
+                    if hit is None:
+                        p.requests_exact = False
+                        resps.append(Response(text="", prompt_tokens=seen[content]))
+                    else:
+                        resps.append(Response(**{k: hit[k] for k in ("text", "finish_reason", "prompt_tokens",
+                                                                       "completion_tokens") if k in hit}, cached=True))
+                reqs = gen.send(resps)
+        except StopIteration:
+            pass
+    # single-round methods: the count is exact whatever the answers; adaptive ones may ask more or fewer
+    p.requests_exact = p.requests_exact or _single_round(method)
+    if not p.requests_exact:
+        p.notes.append("adaptive method: later rounds were simulated with empty answers for uncached requests, "
+                       "so the request count is an estimate")
+    price = cfg.model.get("price")
+    if price:
+        share = (p.unique_requests - p.cached) / p.unique_requests if p.unique_requests else 0.0
+        p.cost = run_cost(price, p.prompt_tokens, completion_budget)
+        p.cost_uncached = run_cost(price, p.prompt_tokens_uncached, int(round(completion_budget * share)))
+        p.notes.append("cost is an upper bound: every answer is assumed to use its full max_tokens")
+    else:
+        p.notes.append(f"model '{cfg.model.name}' has no price table (model.price): cost not estimated")
+    return p
+
+
+def _single_round(method: Any) -> bool:
+    """Methods known to ask one round per example (their request count does not depend on answers)."""
+    return method.name in {"pointwise", "listwise", "zero_shot", "assistant", "assistant_history"} and \
+        not getattr(method, "cfg", {}).get("self_consistency", 0)
+
+
+def print_plan(p: Plan) -> None:
+    """The plan as a table on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"plan | {p.task} | model={p.model} | method={p.method}", show_header=False)
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    share = p.cached_share
+    rows = [
+        ("examples (to run / already finished)", f"{p.examples - p.already_finished} / {p.already_finished}"),
+        ("requests" + ("" if p.requests_exact else " (estimate)"), f"{p.requests}"),
+        ("unique requests", f"{p.unique_requests}"),
+        ("cached share", "—" if share is None else f"{share:.1%} ({p.cached})"),
+        ("prompt tokens (all / not cached)", f"{p.prompt_tokens} / {p.prompt_tokens_uncached}"),
+        ("longest prompt / max answer tokens", f"{p.max_prompt_tokens} / {p.max_completion_tokens}"),
+        ("prompts over the context length", "—" if not p.context_length else f"{p.over_context} (context {p.context_length})"),
+        ("tokenizer", p.tokenizer),
+        ("estimated cost (all / not cached)", "—" if not p.cost else
+         f"{p.cost['total']:.4f} / {p.cost_uncached['total']:.4f} {p.cost['currency']}"),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    con = Console(width=max(100, Console().width))
+    con.print(t)
+    for n in p.notes:
+        con.print(f"note: {n}")
+
+
+MODES = {"run": None, "plan": None}
+
+
+def run_mode(cfg: DictConfig, run_dir: str | Path) -> None:
+    """Dispatch a non-default `mode` (plan); unknown modes fail with the valid choices."""
+    lookup(MODES, str(cfg.mode), what="mode", hint="mode=")
+    p = plan_from_config(cfg, run_dir)
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    (Path(run_dir) / "plan.json").write_text(json.dumps({**asdict(p), "cached_share": p.cached_share}, indent=2))
+    print_plan(p)
