@@ -145,6 +145,8 @@ def check_overrides(argv: list[str]) -> None:
     if not args:
         return
     parsed = OverridesParser.create().parse_overrides(args)
+    # a user's own config folders (hydra.searchpath=[file://...]) add choices: look them up there too
+    search = [a for a in args if a.split("=", 1)[0] == "hydra.searchpath"]
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
@@ -156,13 +158,13 @@ def check_overrides(argv: list[str]) -> None:
                 continue
             values = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [o.get_value_element_as_str()]
             if key in groups:
-                options = loader.get_group_options(key)
+                options = loader.get_group_options(key, config_name="config", overrides=search)
                 for v in values:
                     if v not in options:
                         raise ConfigError(f"Unknown {key} '{v}'.{suggest(v, options)} Valid choices for {key}: "
                                           f"{', '.join(sorted(options))}")
                 chosen.append(f"{key}={values[0]}")
-        cfg = compose(config_name="config", overrides=chosen)
+        cfg = compose(config_name="config", overrides=search + chosen)
         for o in parsed:
             key = o.key_or_group
             if key in groups or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
@@ -196,6 +198,10 @@ def main() -> None:
     @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> Optional[float]:
         try:
+            if cfg.get("mode", "run") != "run":  # mode=plan: count requests/tokens/cost, call no model
+                from recbench.plan import run_mode
+
+                return run_mode(cfg, HydraConfig.get().runtime.output_dir)
             metrics = run_from_config(cfg, HydraConfig.get().runtime.output_dir)
         except ConfigError as e:
             print(f"recbench: config error: {e}", file=sys.stderr)
