@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
-
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import svds
@@ -149,7 +147,7 @@ class _RankBaseline(Method):
         self.X.data[:] = 1.0
         self.H = sp.csr_matrix((np.asarray(vals), (rows, cols)), shape=shape)
         self.fit()
-        todo = [e for e in examples]
+        todo = list(examples)
         cand = np.array([[self.index[c] for c in e.data["candidates"]] for e in todo], dtype=np.int64)
         urow = np.array([self.user_row[e.data["user_id"]] for e in todo], dtype=np.int64)
         scores = np.zeros(cand.shape)
@@ -262,5 +260,5 @@ def _top_k_per_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
     return out
 
 
-__all__: list[Any] = ["ZeroShot", "GlobalMean", "UserMean", "ItemMean", "RandomRating", "Lead", "Popularity",
-                      "ItemKNN", "PureSVD", "RandomRank"]
+__all__ = ["ZeroShot", "GlobalMean", "UserMean", "ItemMean", "RandomRating", "Lead", "Popularity",
+           "ItemKNN", "PureSVD", "RandomRank"]
