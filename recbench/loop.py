@@ -15,7 +15,7 @@ from recbench.cache import ResponseCache, cache_key
 from recbench.metrics import summarize
 from recbench.runstore import RunStore
 from recbench.task import Method, Task
-from recbench.types import Example, MethodGen, Outcome, Request, Response
+from recbench.types import Example, MethodGen, Outcome, Request, Response, sha256_json
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class EvalLoop:
 
     def _call_record(self, req: Request, key: str, resp: Response) -> dict[str, Any]:
         rec: dict[str, Any] = {
-            "key": key[:16],
+            "key": key[:20],
             "purpose": req.purpose,
             "response": resp.text,
             "finish_reason": resp.finish_reason,
@@ -148,8 +148,9 @@ class EvalLoop:
             "prompt_tokens": resp.prompt_tokens,
             "completion_tokens": resp.completion_tokens,
         }
-        if self.store_prompts:
-            rec["messages"] = req.message_dicts()
+        if self.store_prompts:  # each distinct prompt once per run dir, in prompts.jsonl, referenced by its hash
+            rec["prompt"] = sha256_json(rec_messages := req.message_dicts())[:20]
+            self.store.add_prompt(rec["prompt"], rec_messages)
         if resp.error:
             rec["error"] = resp.error
         return rec

@@ -31,12 +31,18 @@ def template_path(package: str, name: str) -> Path:
     return Path(str(resources.files(package).joinpath("templates", name)))
 
 
-def render(package: str, name: str, **variables: Any) -> str:
-    """Render a template (package templates/<name>, or a path; includes resolve beside it)."""
+@functools.lru_cache(maxsize=512)
+def get_template(package: str, name: str):
+    """The compiled template (package templates/<name>, or a path; includes resolve beside it), loaded once."""
     p = template_path(package, name)
     if not p.is_file():
         raise FileNotFoundError(f"prompt template not found: {p} (package {package}, name '{name}')")
-    return sandbox(str(p.parent)).get_template(p.name).render(**variables).strip()
+    return sandbox(str(p.parent)).get_template(p.name)
+
+
+def render(package: str, name: str, **variables: Any) -> str:
+    """Render a template (package templates/<name>, or a path) with the given variables."""
+    return get_template(package, name).render(**variables).strip()
 
 
 def render_string(source: str, **variables: Any) -> str:

@@ -48,6 +48,13 @@ class RunStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.samples_path = self.dir / "samples.jsonl"
         self.errors_path = self.dir / "errors.jsonl"
+        self.prompts_path = self.dir / "prompts.jsonl"
+        self._repair_tail(self.prompts_path)
+        self._prompt_keys: set[str] = set()
+        if self.prompts_path.exists():
+            with open(self.prompts_path, encoding="utf-8") as f:
+                self._prompt_keys = {json.loads(line)["key"] for line in f if line.strip()}
+        self._prompts = open(self.prompts_path, "a", encoding="utf-8")
         self.metrics_path = self.dir / "metrics.json"
         self._repair_tail(self.samples_path)
         self._samples = open(self.samples_path, "a", encoding="utf-8")
@@ -61,13 +68,18 @@ class RunStore:
         if not data.endswith(b"\n"):
             path.write_bytes(data[: data.rfind(b"\n") + 1])
 
-    def records(self) -> Iterator[dict[str, Any]]:
-        """All finished-example records written so far (this and earlier invocations)."""
+    def records(self, with_prompts: bool = False) -> Iterator[dict[str, Any]]:
+        """All finished-example records so far; with_prompts puts each call's messages back from prompts.jsonl."""
         self._samples.flush()
+        prompts = self.prompts() if with_prompts else {}
         with open(self.samples_path, encoding="utf-8") as f:
             for line in f:
                 if line.strip():
-                    yield json.loads(line)
+                    rec = json.loads(line)
+                    for c in rec.get("calls", []) if with_prompts else []:
+                        if c.get("prompt") in prompts:
+                            c["messages"] = prompts[c["prompt"]]
+                    yield rec
 
     def finished_ids(self) -> set[str]:
         """Ids of examples already finished in this run dir."""
@@ -75,8 +87,22 @@ class RunStore:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one finished example and flush (survives SIGKILL of this process)."""
+        self._prompts.flush()  # prompts first: a sample never refers to a prompt that is not on disk
         self._samples.write(json.dumps(clean_nan(record), default=_json_default, ensure_ascii=False) + "\n")
         self._samples.flush()
+
+    def add_prompt(self, key: str, messages: list[dict[str, str]]) -> None:
+        """Record a prompt once (samples.jsonl refers to it by key)."""
+        if key not in self._prompt_keys:
+            self._prompt_keys.add(key)
+            self._prompts.write(json.dumps({"key": key, "messages": messages}, ensure_ascii=False) + "\n")
+
+    def prompts(self) -> dict[str, list[dict[str, str]]]:
+        """All recorded prompts by hash."""
+        if self._prompts.closed:
+            return read_prompts(self.prompts_path)
+        self._prompts.flush()
+        return read_prompts(self.prompts_path)
 
     def append_error(self, record: dict[str, Any]) -> None:
         """Record an example abandoned because of a backend error (retried on the next run)."""
@@ -107,8 +133,33 @@ class RunStore:
         )
 
     def close(self) -> None:
-        """Close the samples file."""
+        """Close the samples and prompts files."""
         self._samples.close()
+        self._prompts.close()
+
+
+def read_samples(run_dir: str | Path, with_prompts: bool = True) -> list[dict[str, Any]]:
+    """The records of a run dir (read-only), each call with its messages when with_prompts."""
+    d = Path(run_dir)
+    prompts = read_prompts(d / "prompts.jsonl") if with_prompts else {}
+    out = []
+    with open(d / "samples.jsonl", encoding="utf-8") as f:
+        for line in filter(str.strip, f):
+            rec = json.loads(line)
+            for c in rec.get("calls", []):
+                if c.get("prompt") in prompts:
+                    c["messages"] = prompts[c["prompt"]]
+            out.append(rec)
+    return out
+
+
+def read_prompts(path: str | Path) -> dict[str, list[dict[str, str]]]:
+    """prompts.jsonl as {hash: messages} ({} when absent)."""
+    p = Path(path)
+    if not p.exists():
+        return {}
+    with open(p, encoding="utf-8") as f:
+        return {d["key"]: d["messages"] for d in map(json.loads, filter(str.strip, f))}
 
 
 def git_commit() -> str | None:

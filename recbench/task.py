@@ -4,10 +4,36 @@ from __future__ import annotations
 import abc
 from typing import Any, ClassVar, Iterable, Optional
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from recbench.registry import lookup
 from recbench.types import Example, MethodGen, Outcome, SamplingParams
+
+
+def resolved(cfg: Optional[DictConfig]) -> Optional[DictConfig]:
+    """A non-struct, interpolation-free copy of a config node: cheap attribute access inside the hot loop."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    return cfg
+
+
+class Settings(dict):
+    """A plain-dict copy of a config node with attribute access: methods read it per request, so it must be cheap."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(f"config has no key '{key}' (keys: {', '.join(self)})") from None
+
+    @staticmethod
+    def of(cfg: Any) -> Any:
+        """Settings from a DictConfig/dict (recursively, interpolations resolved); None stays None."""
+        if isinstance(cfg, DictConfig):
+            cfg = OmegaConf.to_container(cfg, resolve=True)
+        if isinstance(cfg, dict):
+            return Settings({k: Settings.of(v) for k, v in cfg.items()})
+        return cfg
 
 
 class Method(abc.ABC):
@@ -18,8 +44,9 @@ class Method(abc.ABC):
 
     def __init__(self, task: "Task", cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None):
         self.task = task
-        self.cfg = cfg
-        self.sampling_cfg = sampling_cfg  # the run's `sampling` block: temperature, top_p, seed
+        self.cfg = Settings.of(cfg)
+        self.sampling_cfg = Settings.of(sampling_cfg)  # the run's `sampling` block: temperature, top_p, seed
+        self._sampling_memo: dict[tuple[int, int], SamplingParams] = {}
 
     @property
     def seed(self) -> int:
@@ -28,11 +55,14 @@ class Method(abc.ABC):
 
     def sampling(self, max_tokens: int, seed_offset: int = 0) -> SamplingParams:
         """Explicit SamplingParams from the run's sampling block, with this request's token budget."""
-        s = self.sampling_cfg
-        if s is None:
-            return SamplingParams(max_tokens=max_tokens, seed=seed_offset)
-        return SamplingParams(temperature=float(s.temperature), top_p=float(s.top_p), max_tokens=int(max_tokens),
-                              seed=int(s.seed) + seed_offset, stop=tuple(s.get("stop") or ()))
+        key = (int(max_tokens), int(seed_offset))
+        if key not in self._sampling_memo:
+            s = self.sampling_cfg
+            self._sampling_memo[key] = (
+                SamplingParams(max_tokens=key[0], seed=key[1]) if s is None else
+                SamplingParams(temperature=float(s.temperature), top_p=float(s.top_p), max_tokens=key[0],
+                               seed=int(s.seed) + key[1], stop=tuple(s.get("stop") or ())))
+        return self._sampling_memo[key]
 
     @abc.abstractmethod
     def run(self, example: Example) -> MethodGen:
@@ -54,7 +84,7 @@ class Task(abc.ABC):
     headline_metric: ClassVar[str] = "score"
 
     def __init__(self, cfg: DictConfig):
-        self.cfg = cfg
+        self.cfg = resolved(cfg)
 
     @abc.abstractmethod
     def load(self) -> list[Example]:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from recbench.runstore import read_samples
+
 import pytest
 
 from backends_stub import compose_cfg
@@ -16,7 +18,7 @@ need_vllm()
 
 
 def _records(run_dir) -> dict[str, dict]:
-    return {r["id"]: r for r in map(json.loads, (run_dir / "samples.jsonl").read_text().splitlines())}
+    return {r["id"]: r for r in read_samples(run_dir)}
 
 
 @pytest.mark.parametrize("method", ["listwise", "pairwise"])

@@ -43,3 +43,21 @@ def test_summary_excludes_nan_and_counts_it():
     assert s["mean"] == pytest.approx(0.5) and s["n"] == 3 and s["n_undefined"] == 1
     lo, hi = bootstrap_ci([0.0, 1.0] * 50, n_boot=500)
     assert lo < 0.5 < hi and hi - lo < 0.3
+
+
+def test_fast_tau_equals_scipy_kendalltau():
+    import random
+
+    rng = random.Random(0)
+    for n in range(2, 9):
+        for _ in range(50):
+            truth = [f"u{i}" for i in range(n)]
+            pred = truth[:]
+            rng.shuffle(pred)
+            rng.shuffle(truth)
+            tr = {u: i for i, u in enumerate(truth)}
+            pr = {u: i for i, u in enumerate(pred)}
+            ref = stats.kendalltau([tr[u] for u in truth], [pr[u] for u in truth]).statistic
+            assert kendall_tau_ranks(truth, pred) == pytest.approx(ref)
+            ids = [int(u[1:]) for u in truth], [int(u[1:]) for u in pred]
+            assert kendall_tau_legacy(*ids) == pytest.approx(stats.kendalltau(*ids).statistic)

@@ -12,12 +12,12 @@ from recbench.app import run_from_config
 @pytest.fixture
 def run_cfg(tmp_path: Path):
     """run_cfg(backend, *overrides) -> (metrics, records) of a fresh run in a temp run dir with a temp cache."""
-    from recbench.runstore import RunStore
+    from recbench.runstore import read_samples
 
     def _run(backend, *overrides: str, name: str = "run"):
         cfg = compose_cfg(f"cache.path={tmp_path / 'cache.sqlite'}", *overrides)
         metrics = run_from_config(cfg, tmp_path / name, backend=backend)
-        return metrics, list(RunStore(tmp_path / name).records())
+        return metrics, read_samples(tmp_path / name)
 
     return _run
 

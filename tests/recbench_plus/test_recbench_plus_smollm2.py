@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from recbench.runstore import read_samples
+
 import pytest
 from hydra import compose, initialize_config_module
 
@@ -28,7 +30,7 @@ def test_smollm2_on_ml100k_queries(shared_data, smollm2, tmp_path, method):
                  "hallucination_rate", "duplicate_rate"):
         assert metrics["metrics"][name]["n"] > 0, name
     assert "cmr" in metrics["metrics"]  # condition queries: defined when an answer names a KG movie
-    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    records = read_samples(tmp_path / "run")
     assert len(records) == 5 and all(r["parse_status"] in ("ok", "repaired", "failed") for r in records)
     # user-level queries carry the source user's history; demographics queries are group-level (no source user)
     with_hist = {r["id"]: "watched before" in r["calls"][0]["messages"][-1]["content"] for r in records}
