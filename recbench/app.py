@@ -172,7 +172,7 @@ def check_overrides(argv: list[str]) -> None:
             node: Any = cfg
             parts = key.split(".")
             for depth, part in enumerate(parts):
-                if not isinstance(node, DictConfig) or part not in node:
+                if not isinstance(node, DictConfig) or part not in list(node.keys()):  # keys(): `???` counts too
                     where = ".".join(parts[:depth]) or "the top level"
                     valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
                     raise ConfigError(
@@ -183,12 +183,23 @@ def check_overrides(argv: list[str]) -> None:
     GlobalHydra.instance().clear()
 
 
+def add_default_method(argv: list[str]) -> list[str]:
+    """Append `method=<task's default_method>` when one task is chosen and no method is given."""
+    tasks = [a.split("=", 1)[1] for a in argv if a.startswith("task=")]
+    if len(tasks) != 1 or "," in tasks[0] or any(a.startswith(("method=", "+method=")) for a in argv):
+        return argv
+    f = resources.files(CONFIG_MODULE).joinpath("task", f"{tasks[0]}.yaml")
+    default = OmegaConf.load(str(f)).get("default_method") if f.is_file() else None
+    return [*argv, f"method={default}"] if default else argv
+
+
 def main() -> None:
     """`python -m recbench ...`: validate overrides, then hand over to Hydra."""
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
     register_resolvers()
+    sys.argv[1:] = add_default_method(sys.argv[1:])
     try:
         check_overrides(sys.argv[1:])
     except ConfigError as e:
