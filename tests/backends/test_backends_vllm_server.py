@@ -1,17 +1,13 @@
 """The openai backend against a real vLLM OpenAI-compatible server started by the test; same answers as the offline engine."""
 from __future__ import annotations
 
-import json
-
-from recbench.runstore import read_samples
-
 import pytest
 
-from backends_stub import compose_cfg
-from conftest import need_vllm
+from backends_stub import compose_cfg, need_vllm
 
 from recbench.app import run_from_config
 from recbench.backends.openai import OpenAIBackend
+from recbench.runstore import read_samples
 
 pytestmark = pytest.mark.slow
 need_vllm()
