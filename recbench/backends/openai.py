@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -107,8 +108,7 @@ class OpenAIBackend(Backend):
     def effective_params(self) -> dict[str, Any]:
         """Endpoint, concurrency, timeout, retry policy, constraint mode, extra body fields (never the key)."""
         return {"base_url": self.base_url, "api_key_env": self.api_key_env, "concurrency": self.concurrency,
-                "timeout_s": self.timeout_s, "retry": vars(self.policy) if hasattr(self.policy, "__dict__") else
-                {f: getattr(self.policy, f) for f in self.policy.__dataclass_fields__},
+                "timeout_s": self.timeout_s, "retry": dataclasses.asdict(self.policy),
                 "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size}
 
     # ---- generation -------------------------------------------------------------------------
