@@ -72,17 +72,37 @@ class ItemResolver:
         return None, ""
 
     def resolve(self, text: str, candidates: Sequence[str]) -> Resolution:
-        """Parse a list answer and resolve each entry; failed parse -> empty ranking (scored as a miss, not dropped)."""
+        """Parse a list answer and resolve each entry; failed parse -> empty ranking (scored as a miss, not dropped).
+
+        Readings tried: the answer as a list (JSON/python, or numbered lines), then the catalogue ids mentioned
+        anywhere in the text, then comma-separated items; the first reading with the most valid candidates wins, and
+        any reading but a clean list is 'repaired'.
+        """
+        readings = []
         parsed = parse_list(text)
-        if not parsed.ok and "," in text:  # a bare comma-separated answer: readable, but not the asked-for list
-            parsed = parse_list(text, sep=",")
-            parsed.status, parsed.note = "repaired", "comma-separated items instead of a list"
-        if not parsed.ok:
+        if parsed.ok:
+            readings.append((parsed.value, parsed.status, parsed.note))
+        ids = [t for t in re.findall(r"\b\d+\b", text) if t in self.titles]
+        if ids:
+            readings.append((ids, "repaired", "item ids read from free text"))
+        if "," in text:
+            items = [x for x in (p.strip() for p in text.split(",")) if x]
+            readings.append((items, "repaired", "comma-separated items instead of a list"))
+        if not readings:
             return Resolution([], "failed", note=parsed.note)
+        best = None
+        for items, status, note in readings:
+            res = self._resolve_items(items, status, note, candidates)
+            if best is None or res.in_candidates > best.in_candidates:
+                best = res
+        assert best is not None
+        return best
+
+    def _resolve_items(self, values: Sequence, status: ParseStatus, note: str, candidates: Sequence[str]) -> Resolution:
         cand_set = set(candidates)
         cand_titles = {i: norm_title(self.titles.get(i, "")) for i in candidates}
-        res = Resolution([], parsed.status, note=parsed.note)
-        for s in parsed.value:
+        res = Resolution([], status, note=note)
+        for s in values:
             item, how = self._match(str(s), candidates, cand_titles)
             res.named += 1
             kind = ("hallucinated" if item is None else "duplicate" if item in res.ranked
@@ -93,7 +113,7 @@ class ItemResolver:
             if kind == "in_candidates":
                 res.ranked.append(item)  # type: ignore[arg-type]
             res.items.append({"text": str(s)[:120], "item": item, "match": how, "kind": kind})
-        if res.named and res.in_candidates == 0:
+        if res.in_candidates == 0:
             res.status = "failed"
             res.note = (res.note + "; " if res.note else "") + "no named item is a candidate"
         elif res.status == "ok" and (res.in_candidates != res.named or res.fuzzy or

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from llmrec_helpers import compose_cfg
+from tests.llmrec.llmrec_helpers import compose_cfg
 
 from recbench.app import run_from_config
 

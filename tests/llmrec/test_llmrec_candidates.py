@@ -11,7 +11,7 @@ from recbench.app import bundled_data
 from recbench.tasks.llmrec.candidates import CandidateFileError, freeze, load_candidates
 from recbench.tasks.llmrec.data import load_p5
 
-from llmrec_helpers import compose_cfg
+from tests.llmrec.llmrec_helpers import compose_cfg
 
 
 @pytest.mark.parametrize("kind", ["sequential", "direct"])

@@ -39,3 +39,13 @@ def test_unparseable_or_all_invalid_answers_fail_but_are_recorded():
     r = ItemResolver(TITLES).resolve("[4, 5, 99]", CANDS)
     assert r.status == "failed" and r.ranked == []
     assert (r.named, r.out_of_candidate, r.hallucinated) == (3, 2, 1)
+
+
+def test_ids_in_free_text_are_read_when_no_list_is_given():
+    titles = {str(i): f"Product number {i}" for i in range(1, 200)}
+    cands = ["101", "102", "103", "150"]
+    r = ItemResolver(titles).resolve("10:\n\nThe chosen candidate IDs are: 150, 102, 7, 150", cands)
+    assert r.ranked == ["150", "102"] and r.status == "repaired"
+    assert (r.out_of_candidate, r.duplicate) == (2, 1)  # "10" and "7" are real items outside the list; 150 twice
+    r = ItemResolver(titles).resolve("10: 10:10:10:10", cands)
+    assert r.status == "failed" and r.ranked == []

@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from doubles import ScriptedBackend
+from tests.doubles import ScriptedBackend
 from hydra.utils import get_class
-from llmrec_helpers import compose_cfg
+from tests.llmrec.llmrec_helpers import compose_cfg
 
 from recbench.tasks.llmrec import metrics as M
 from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
