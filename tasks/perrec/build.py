@@ -109,10 +109,16 @@ def read_source(source: str, input: str, meta: Optional[str] = None) -> tuple[pd
 
 # ---- selection ------------------------------------------------------------------------------------------------------
 def clean_ratings(ratings: pd.DataFrame) -> pd.DataFrame:
-    """Typed ratings with one (earliest) rating per user and item, sorted by user and time."""
-    r = ratings[RATING_COLS].dropna().astype({"user_id": str, "item_id": str, "rating": float, "timestamp": np.int64})
-    r = r.sort_values(["user_id", "timestamp", "item_id"], kind="stable")
-    return r.drop_duplicates(["user_id", "item_id"], keep="first").reset_index(drop=True)
+    """Typed ratings with one (earliest) rating per user and item, sorted by user, time and item; integer codes
+    `u` / `i` (in the ids' sorted order) carry the heavy grouping work."""
+    r = ratings[RATING_COLS].dropna()
+    as_str = lambda c: c if pd.api.types.is_string_dtype(c) else c.astype(str)  # noqa: E731
+    r = pd.DataFrame({"user_id": as_str(r["user_id"]).to_numpy(), "item_id": as_str(r["item_id"]).to_numpy(),
+                      "rating": r["rating"].astype(float).to_numpy(), "timestamp": r["timestamp"].astype(np.int64).to_numpy()})
+    r["u"] = pd.factorize(r["user_id"], sort=True)[0]
+    r["i"] = pd.factorize(r["item_id"], sort=True)[0]
+    r = r.iloc[np.lexsort((r["i"].to_numpy(), r["timestamp"].to_numpy(), r["u"].to_numpy()))]
+    return r.drop_duplicates(["u", "i"], keep="first").reset_index(drop=True)
 
 
 def units_per_second(ts: pd.Series, unit: str) -> int:
@@ -125,10 +131,12 @@ def units_per_second(ts: pd.Series, unit: str) -> int:
 def annotate(r: pd.DataFrame, avg: str = "prior") -> pd.DataFrame:
     """Add n_prior (ratings strictly before), avg (prior or whole-history mean) and relative_rating per rating."""
     r = r.copy()
-    g = r.groupby("user_id", sort=False)["rating"]
+    if "u" not in r.columns:
+        r["u"] = pd.factorize(r["user_id"], sort=True)[0]
+    g = r.groupby("u", sort=False)["rating"]
     r["_cc"] = g.cumcount()
     r["_cs"] = g.cumsum() - r["rating"]
-    tie = r.groupby(["user_id", "timestamp"], sort=False)
+    tie = r.groupby(["u", "timestamp"], sort=False)
     r["n_prior"] = tie["_cc"].transform("first")  # same-second ratings are not "before" each other
     r["avg_prior"] = tie["_cs"].transform("first") / r["n_prior"].replace(0, np.nan)
     r["avg"] = r["avg_prior"] if avg == "prior" else g.transform("mean")
@@ -138,48 +146,48 @@ def annotate(r: pd.DataFrame, avg: str = "prior") -> pd.DataFrame:
     return r.drop(columns=["_cc", "_cs"])
 
 
-def separated_chains(e: pd.DataFrame, lam: float) -> list[np.ndarray]:
-    """Per (item, window) block sorted by relative rating: the greedy chain of rows whose consecutive gaps exceed lam.
+def separated_chains(e: pd.DataFrame, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (item, window) block: the greedy chain of raters, ascending by relative rating, each more than lam above
+    the previous one. In such a chain every PAIR differs by more than lam (gaps add up), and the greedy scan from the
+    lowest value finds a largest such set. Vectorised over all blocks at once: one searchsorted per chain step.
 
-    In a chain sorted by relative rating every PAIR differs by more than lam (gaps add up), and the greedy
-    scan from the lowest value finds a largest such set."""
-    e = e.sort_values(["item_id", "window", "relative_rating"], kind="stable")
-    rel = e["relative_rating"].to_numpy()
-    idx = e.index.to_numpy()
-    key = e["item_id"].to_numpy() + "\x00" + e["window"].astype(str).to_numpy()
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    ends = np.r_[starts[1:], len(key)]
-    chains = []
-    for s, t in zip(starts.tolist(), ends.tolist()):
-        if t - s < 2:
-            continue
-        chain, last = [s], rel[s]
-        for j in range(s + 1, t):
-            if rel[j] - last > lam:
-                chain.append(j)
-                last = rel[j]
-        if len(chain) >= 2:
-            chains.append(idx[chain])
-    return chains
+    Returns (members [blocks x steps] row labels of e, -1 padded; chain lengths; block item codes)."""
+    block = e.groupby(["i" if "i" in e.columns else "item_id", "window"], sort=True).ngroup().to_numpy()
+    order = np.lexsort((e["relative_rating"].to_numpy(), block))
+    blk, rel, labels = block[order], e["relative_rating"].to_numpy()[order], e.index.to_numpy()[order]
+    items = e["i" if "i" in e.columns else "item_id"].to_numpy()[order]
+    starts = np.flatnonzero(np.r_[True, blk[1:] != blk[:-1]])
+    ends = np.r_[starts[1:], len(blk)]
+    key = blk.astype(np.float64) * 1000.0 + rel  # |relative rating| < 500: blocks never overlap in key space
+    cur = starts.copy()
+    steps = [labels[cur]]
+    alive = np.ones(len(starts), dtype=bool)
+    while alive.any():
+        nxt = np.searchsorted(key, key[cur] + lam, side="right")  # first row strictly more than lam above
+        alive &= nxt < ends
+        cur = np.where(alive, nxt, cur)
+        steps.append(np.where(alive, labels[np.minimum(cur, len(labels) - 1)], -1))
+    members = np.stack(steps, axis=1)
+    lengths = (members >= 0).sum(axis=1)
+    return members, lengths, items[starts]
 
 
-def item_prior_means(r: pd.DataFrame, keys: list[tuple[str, int]]) -> list[float]:
-    """Mean rating of each (item, time) over that item's ratings strictly before the time (no leakage of the
-    group's own ratings); the mean of ALL ratings before the time when the item has none."""
-    all_ts = np.sort(r["timestamp"].to_numpy())
-    all_cs = np.cumsum(r["rating"].to_numpy()[np.argsort(r["timestamp"].to_numpy(), kind="stable")])
-    by_item = {i: (g["timestamp"].to_numpy(), np.cumsum(g["rating"].to_numpy()))
-               for i, g in r[r["item_id"].isin({k[0] for k in keys})].sort_values("timestamp").groupby("item_id")}
-    out = []
-    for item, t in keys:
-        ts, cs = by_item[item]
-        n = int(np.searchsorted(ts, t, side="left"))
-        if n:
-            out.append(float(cs[n - 1] / n))
-        else:
-            m = int(np.searchsorted(all_ts, t, side="left"))
-            out.append(float(all_cs[m - 1] / m) if m else float(all_cs[-1] / len(all_cs)))
-    return out
+def item_prior_means(r: pd.DataFrame, keys: list[tuple[int, int]]) -> list[float]:
+    """Mean rating of each (item code `i`, time) over that item's ratings strictly before the time (no leakage of
+    the group's own ratings); the mean of ALL ratings before the time when the item has none."""
+    codes = r["i"].to_numpy()
+    ts, rating = r["timestamp"].to_numpy(np.int64), r["rating"].to_numpy(float)
+    o = np.lexsort((ts, codes))
+    key = codes[o].astype(np.int64) * (1 << 42) + ts[o]  # (item, time) in one sortable int64
+    cs = np.r_[0.0, np.cumsum(rating[o])]
+    qc = np.array([k[0] for k in keys], dtype=np.int64)
+    qt = np.array([k[1] for k in keys], dtype=np.int64)
+    lo, hi = np.searchsorted(key, qc << 42, "left"), np.searchsorted(key, (qc << 42) + qt, "left")
+    g = np.argsort(ts, kind="stable")
+    all_ts, all_cs = ts[g], np.r_[0.0, np.cumsum(rating[g])]
+    m = np.searchsorted(all_ts, qt, "left")
+    fallback = np.where(m > 0, all_cs[m] / np.maximum(m, 1), all_cs[-1] / max(len(ts), 1))
+    return np.where(hi > lo, (cs[hi] - cs[lo]) / np.maximum(hi - lo, 1), fallback).tolist()
 
 
 def build_groups(ratings: pd.DataFrame, cfg: BuildConfig) -> dict[str, Any]:
@@ -193,43 +201,43 @@ def build_groups(ratings: pd.DataFrame, cfg: BuildConfig) -> dict[str, Any]:
     r = annotate(r, cfg.avg)
     e = r[r["n_prior"] > cfg.gamma].copy()
     span = int(cfg.window_days * 86400 * ups)
-    e["window"] = (e["timestamp"] - e.groupby("item_id")["timestamp"].transform("min")) // max(span, 1)
-    chains = separated_chains(e, cfg.lam)
+    e["window"] = (e["timestamp"] - e.groupby("i")["timestamp"].transform("min")) // max(span, 1)
+    members, chain_len, cand_item = separated_chains(e, cfg.lam)
+    keep = chain_len >= 2
+    members, chain_len, cand_item = members[keep], chain_len[keep], cand_item[keep]
 
     rng = np.random.default_rng(cfg.seed)
-    cand_item = np.array([r.at[c[0], "item_id"] for c in chains], dtype=object)
-    chain_len = np.array([len(c) for c in chains], dtype=int)
 
     # query items are split once (seeded) into a test pool and a disjoint held-out pool
-    uniq = np.array(sorted(set(cand_item.tolist())), dtype=object)
+    uniq = np.unique(cand_item)
     n_held = int(round(len(uniq) * cfg.heldout_item_fraction)) if cfg.heldout_per_size > 0 else 0
-    held_items = set(rng.permutation(uniq)[:n_held].tolist())
-    in_held = np.array([i in held_items for i in cand_item], dtype=bool)
+    in_held = np.isin(cand_item, rng.permutation(uniq)[:n_held])
 
     def draw(size: int, n: int, held_pool: bool) -> list[np.ndarray]:
         """n windows (one group each; an item may give several windows) with a chain of >= size users."""
         pool = np.flatnonzero((chain_len >= size) & (in_held == held_pool))
         # any subset of a chain stays separated: a seeded random subset of `size` members
-        return [rng.choice(chains[k], size=size, replace=False) for k in rng.permutation(pool)[:n]]
+        return [rng.choice(members[k, :chain_len[k]], size=size, replace=False) for k in rng.permutation(pool)[:n]]
 
     test = {s: draw(s, cfg.per_size, False) for s in cfg.sizes}
     held = {s: draw(s, cfg.heldout_per_size, True) for s in cfg.sizes}
+
+    col = {c: r[c].to_numpy() for c in ("user_id", "item_id", "i", "rating", "timestamp", "n_prior", "avg")}  # row label = position
 
     def records(picked: dict[int, list[np.ndarray]], prefix: str) -> list[dict[str, Any]]:
         out, keys = [], []
         for size in cfg.sizes:
             diff = DIFFICULTY_BY_SIZE.get(size, f"size{size}")
-            for j, members in enumerate(sorted(picked[size], key=lambda m: (r.at[m[0], "item_id"], int(r.loc[m, "timestamp"].min())))):
-                rows = r.loc[members]
-                t_group = int(rows["timestamp"].min())
-                keys.append((str(rows["item_id"].iat[0]), t_group))
+            for j, m in enumerate(sorted(picked[size], key=lambda m: (col["item_id"][m[0]], int(col["timestamp"][m].min())))):
+                t_group = int(col["timestamp"][m].min())
+                item = str(col["item_id"][m[0]])
+                keys.append((int(col["i"][m[0]]), t_group))
                 out.append({
-                    "group_id": f"{prefix}{diff}-{j:04d}", "difficulty": diff, "query_item": str(rows["item_id"].iat[0]),
-                    "timestamp": t_group,
-                    "users": [{"user_id": u, "rating": float(x), "timestamp": int(t), "history_len": int(n),
-                               "avg_rating": round(float(a), 4), "relative_rating": round(float(x - a), 4)}
-                              for u, x, t, n, a in zip(rows["user_id"], rows["rating"], rows["timestamp"],
-                                                       rows["n_prior"], rows["avg"])],
+                    "group_id": f"{prefix}{diff}-{j:04d}", "difficulty": diff, "query_item": item, "timestamp": t_group,
+                    "users": [{"user_id": str(col["user_id"][k]), "rating": float(col["rating"][k]),
+                               "timestamp": int(col["timestamp"][k]), "history_len": int(col["n_prior"][k]),
+                               "avg_rating": round(float(col["avg"][k]), 4),
+                               "relative_rating": round(float(col["rating"][k] - col["avg"][k]), 4)} for k in m],
                 })
         for g, m in zip(out, item_prior_means(r, keys)):
             g["item_avg_rating"] = round(m, 4)
@@ -237,7 +245,7 @@ def build_groups(ratings: pd.DataFrame, cfg: BuildConfig) -> dict[str, Any]:
 
     groups, heldout = records(test, ""), records(held, "heldout-")
     build_s = time.perf_counter() - t0
-    return {"groups": groups, "heldout": heldout, "annotated": r, "eligible": e, "n_chains": len(chains),
+    return {"groups": groups, "heldout": heldout, "annotated": r, "eligible": e, "n_chains": int(len(chain_len)),
             "units_per_second": ups, "build_seconds": build_s}
 
 
@@ -246,10 +254,11 @@ def statistics(ratings: pd.DataFrame, items: pd.DataFrame, built: dict[str, Any]
     """Table-4 style statistics plus rating / relative-rating distributions of the test groups' members."""
     r = built["annotated"]
     ups = built["units_per_second"]
-    titles = dict(zip(items["item_id"], items["title"]))
-    words = r["item_id"].map(lambda i: len(str(titles.get(i, "")).split())).to_numpy()
+    n_words = pd.Series(items["title"].astype(str).str.split().str.len().to_numpy(), index=items["item_id"].to_numpy())
+    n_words = n_words[~n_words.index.duplicated()]
+    words = r["item_id"].map(n_words).fillna(0).to_numpy()
     r = r.assign(_w=words)
-    r["hist_tokens"] = r.groupby("user_id", sort=False)["_w"].cumsum() - r["_w"]
+    r["hist_tokens"] = r.groupby("u" if "u" in r.columns else "user_id", sort=False)["_w"].cumsum() - r["_w"]
     members = pd.DataFrame([{**u, "query_item": g["query_item"], "difficulty": g["difficulty"]}
                             for g in built["groups"] for u in g["users"]])
     if members.empty:

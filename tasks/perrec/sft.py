@@ -235,8 +235,9 @@ def merge_adapters(adapters: Sequence[str], out: str, weights: Optional[Sequence
     o = Path(out)
     o.mkdir(parents=True, exist_ok=True)
     save_file(merged, str(o / "adapter_model.safetensors"))
-    new_cfg["recbench_merge"] = {"adapters": [str(a) for a in adapters], "weights": weights, "mode": mode}
     (o / "adapter_config.json").write_text(json.dumps(new_cfg, indent=2))
+    (o / "recbench_merge.json").write_text(json.dumps({"adapters": [str(a) for a in adapters], "weights": weights,
+                                                       "mode": mode}, indent=2))
     return o
 
 

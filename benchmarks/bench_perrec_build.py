@@ -1,0 +1,77 @@
+"""Benchmark: build PerRecBench groups from a synthetic 1M-rating input (MovieLens CSV layout); reports ratings/s.
+
+    python benchmarks/bench_perrec_build.py [--ratings 1000000] [--repeat 3]
+
+Times (1) reading the CSVs + selection + statistics + writing (`build`, the CLI path) and (2) selection alone
+(`build_groups` on an in-memory frame), best of --repeat runs; CPU seconds too, since shared machines are noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from recbench.tasks.perrec.build import BuildConfig, build, build_groups
+
+
+def synthetic_movielens(folder: Path, n_ratings: int, seed: int = 0) -> None:
+    """ratings.csv + movies.csv: users with 20-200 ratings over three years, popular items rated in bursts."""
+    rng = np.random.default_rng(seed)
+    n_items = max(1000, n_ratings // 50)
+    per_user = rng.integers(20, 200, size=n_ratings // 100)
+    per_user = per_user[np.cumsum(per_user) <= n_ratings]
+    n_users = len(per_user)
+    user = np.repeat(np.arange(n_users), per_user)
+    pop = rng.permutation((np.arange(n_items) + 10.0) ** -0.9)  # long-tailed popularity
+    item = rng.choice(n_items, size=len(user), p=pop / pop.sum())
+    t0, span = 1_500_000_000, 3 * 365 * 86400
+    release = rng.integers(t0, t0 + span, size=n_items)  # items are rated mostly soon after release: co-rating windows
+    ts = np.minimum(release[item] + rng.exponential(40 * 86400, size=len(user)).astype(np.int64), t0 + span + 86400 * 365)
+    score = 3.4 + rng.normal(0, 0.5, n_users)[user] + rng.normal(0, 0.4, n_items)[item] + rng.normal(0, 0.9, len(user))
+    rating = np.clip(np.round(score * 2) / 2, 0.5, 5.0)
+    df = pd.DataFrame({"userId": user, "movieId": item, "rating": rating, "timestamp": ts})
+    df = df.drop_duplicates(["userId", "movieId"]).head(n_ratings)  # ~5% duplicates dropped: about 0.95M ratings
+    folder.mkdir(parents=True, exist_ok=True)
+    df.to_csv(folder / "ratings.csv", index=False)
+    pd.DataFrame({"movieId": np.arange(n_items), "title": [f"Movie {i} ({1990 + i % 30})" for i in range(n_items)],
+                  "genres": "Drama"}).to_csv(folder / "movies.csv", index=False)
+
+
+def main() -> None:
+    """Run the benchmark and print a JSON summary."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--ratings", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "ml"
+        synthetic_movielens(src, a.ratings)
+        n = sum(1 for _ in open(src / "ratings.csv")) - 1
+        cfg = BuildConfig()
+        full, sel, sel_cpu, stats = [], [], [], None
+        frame = pd.read_csv(src / "ratings.csv", dtype={"userId": str, "movieId": str}).rename(
+            columns={"userId": "user_id", "movieId": "item_id"})
+        for i in range(a.repeat):
+            t = time.perf_counter()
+            stats = build("movielens", str(src), str(Path(tmp) / f"out{i}"), None, cfg)
+            full.append(time.perf_counter() - t)
+            t, c = time.perf_counter(), time.process_time()
+            build_groups(frame, cfg)
+            sel.append(time.perf_counter() - t)
+            sel_cpu.append(time.process_time() - c)
+    out = {"ratings": n, "users": stats["input"]["users"], "items": stats["input"]["items"], "groups": stats["groups"],
+           "heldout_groups": stats["heldout_groups"], "candidate_windows": stats["candidate_windows"],
+           "build_seconds_best": round(min(full), 3), "build_ratings_per_s": round(n / min(full)),
+           "selection_seconds_best": round(min(sel), 3), "selection_ratings_per_s": round(n / min(sel)),
+           "selection_cpu_seconds_best": round(min(sel_cpu), 3), "selection_ratings_per_cpu_s": round(n / min(sel_cpu)),
+           "load_average_1min": round(__import__("os").getloadavg()[0], 2)}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
