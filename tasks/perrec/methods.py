@@ -35,7 +35,8 @@ def presentation_order(example: Example, seed: int) -> list[dict[str, Any]]:
 class PerRecMethod(Method):
     """Shared pieces: sampling, system prompt, optional profiles, and the prompting variants (method config):
     `cot` (chain-of-thought templates; the answer follows "Answer:"), `shots` (few-shot from held-out groups,
-    seeded), `samples` + `temperature` (self-consistency: n samples aggregated), `template` (a template file)."""
+    seeded), `samples` + `temperature` (self-consistency: n samples aggregated), `template` (a template file),
+    `adapter` (a LoRA adapter name/path sent with every answer request, for backends that switch adapters per request)."""
 
     base_template: str = ""
 
@@ -97,7 +98,8 @@ class PerRecMethod(Method):
                  purpose: str = "answer", seed_offset: int = 0, shots: Sequence[tuple[str, str]] = ()) -> Request:
         use_constraint = self.cfg.get("constrained", False) and not self.cot
         return Request.chat(self._messages(prompt, shots), self._sampling(max_tokens, seed_offset),
-                            constraint=constraint if use_constraint else None, purpose=purpose)
+                            constraint=constraint if use_constraint else None, purpose=purpose,
+                            adapter=self.cfg.get("adapter"))  # per-request LoRA (vllm); hf: model.backend.adapter
 
     def _samples(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
                  shots: Sequence[tuple[str, str]] = ()) -> list[Request]:
