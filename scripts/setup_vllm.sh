@@ -7,14 +7,22 @@ VENV="${RECBENCH_VLLM_VENV:-$ROOT/.venv-vllm}"
 PY="${PYTHON:-python3}"
 STAMP="$VENV/.recbench-vllm-ok"
 
+PROJ_HASH=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
+PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c "import vllm, recbench, openai" 2>/dev/null; then
-  echo "setup_vllm: $VENV already set up ($(cat "$STAMP"))"
+  if grep -q "pyproject $PROJ_HASH" "$STAMP"; then
+    echo "setup_vllm: $VENV already set up ($(head -1 "$STAMP"))"
+    exit 0
+  fi
+  # recbench's dependencies changed: refresh only the project install (torch stays pinned)
+  "${PIP[@]}" -e "$ROOT[openai]" "torch==2.13.0"
+  { head -1 "$STAMP"; echo "pyproject $PROJ_HASH"; } > "$STAMP.new" && mv "$STAMP.new" "$STAMP"
+  echo "setup_vllm: refreshed recbench in $VENV"
   exit 0
 fi
 
 t0=$(date +%s)
 [[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 "${PIP[@]}" --upgrade pip
 # 1) the CPU torch first, pinned, so nothing else can pick another build
 "${PIP[@]}" "torch==2.13.0"
@@ -34,5 +42,5 @@ assert torch.__version__.startswith("2.13.0"), torch.__version__
 assert importlib.util.find_spec("torchvision") is None, "torchvision must not be installed"
 print(f"setup_vllm: torch {torch.__version__}, vllm {vllm.__version__}, python {sys.version.split()[0]}")
 PY
-"$VENV/bin/python" -c "import torch, vllm; print(f'torch {torch.__version__} vllm {vllm.__version__}')" > "$STAMP"
+{ "$VENV/bin/python" -c "import torch, vllm; print(f'torch {torch.__version__} vllm {vllm.__version__}')"; echo "pyproject $PROJ_HASH"; } > "$STAMP"
 echo "setup_vllm: done in $(( $(date +%s) - t0 ))s -> $VENV"
