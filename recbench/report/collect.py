@@ -93,7 +93,9 @@ def load_run(run_dir: Path, layouts: Layouts) -> Run:
     subset = {k: flat[k] for k in layouts.subset_keys if k in flat}
     variant = {k: v for k, v in flat.items() if not _ignored(k, layouts) and k not in subset}
     return Run(dir=run_dir, metrics=metrics, config=flat, benchmark=layouts.benchmark_of(task), task=task,
-               model=model, method=str(metrics.get("method")), seed=flat.get("seed", 0), variant=variant,
+               # the method as selected (method.name); a task may share one Method class between names
+               model=model, method=str(flat.get("method.name") or metrics.get("method")), seed=flat.get("seed", 0),
+               variant=variant,
                subset=subset)
 
 

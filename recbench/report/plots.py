@@ -83,7 +83,7 @@ def ptc_vs_group_size(agg: pd.DataFrame, layouts: Layouts) -> list[Plot]:
         label = _row_label(dict(zip(["task", "model", "method", "variant"], keys)))
         ax.errorbar(g["size"], g["mean"], yerr=[(g["mean"] - g["ci_low"]).fillna(0), (g["ci_high"] - g["mean"]).fillna(0)],
                     marker="o", capsize=3, linestyle="--" if keys[1] == "none" else "-", label=label)
-    ax.set_xticks(sorted(set(sizes.values())))
+    ax.set_xticks(sorted(set(sub["value"].map(sizes))))
     ax.set_xlabel("group size (users ranked)")
     ax.set_ylabel("PTC ↑")
     ax.set_title("PerRecBench: PTC vs group size (95% CI)", fontsize=10)

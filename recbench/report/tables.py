@@ -191,8 +191,10 @@ def perrec_tables(idx: Index, layouts: Layouts) -> list[Table]:
     tables = []
     llm = df[df["model"] != "none"]
     if not llm.empty:
-        methods = [m for m in lay["methods"] if m in set(llm["method"])]
-        methods += sorted(set(llm["method"]) - set(methods))
+        base = list(lay["methods"])
+        # each layout method, then its variants (listwise_cot, listwise_fewshot, ...), then anything else
+        methods = sorted(set(llm["method"]), key=lambda m: (next((i for i, b in enumerate(base) if m == b or
+                                                                  m.startswith(b + "_")), len(base)), m))
         columns = [(m, d) for m in methods for d in diffs
                    if not llm[(llm["method"] == m) & (llm["slice"] == sl) & (llm["value"] == d)].empty]
         variants = sorted(set(llm["variant"]))
