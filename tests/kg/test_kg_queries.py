@@ -7,7 +7,7 @@ from recbench.kg.graph import PERSON_RELATIONS
 from recbench.kg.loaders import load_ml100k, read_atomic
 from recbench.kg.queries import QUERY_TYPES, BuildConfig, QueryBuilder, render_query, write_situational
 from recbench.tasks.recbench_plus.data import histories_from_ratings, released_examples
-from doubles import ScriptedBackend
+from tests.doubles import ScriptedBackend
 
 
 @pytest.fixture(scope="module")
