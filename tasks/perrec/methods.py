@@ -113,12 +113,12 @@ class PerRecMethod(Method):
 
     def profiles(self, users: list[dict[str, Any]], example: Optional[Example] = None
                  ) -> Generator[list[Request], list[Response], dict[str, str]]:
-        """Profiles per user: from task.profile_file when set, else one request per user to this model
+        """Profiles per user: from task.profile_file (or the released userid2profile.json), else one request per user to this model
         (cached, so shared across methods and runs); {} when profiles are off."""
         tcfg = self.task.cfg
         if not tcfg.profile:
             return {}
-        if tcfg.get("profile_file") and example is not None:
+        if (tcfg.get("profile_file") or getattr(self.task, "released", False)) and example is not None:
             return {u["user_id"]: p for u in users if (p := self.profile_text(u, example))}
         reqs = [Request.chat([{"role": "user", "content": render(PKG, "profile.j2", history=u["history"][-tcfg.profile_history:])}],
                              self.sampling(tcfg.profile_max_tokens), purpose="profile") for u in users]

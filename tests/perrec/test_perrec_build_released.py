@@ -103,3 +103,17 @@ def test_history_len_out_of_range_and_author(released):
     _edit(ip, lambda o: o[first].update(author={"name": "Jane Doe"}))
     ex = load_released(str(released), 4, 200)[0]
     assert ex.data["query_title"].endswith("by Jane Doe") and ex.data["users"][0]["history_len"] == 5
+
+
+def test_released_profiles_are_used_when_profile_is_on(released, tmp_path):
+    from tests.helpers import compose_cfg
+    from tests.doubles import ScriptedBackend
+    from recbench.app import run_from_config
+
+    uid = next(iter(json.loads((released / "userid2profile.json").read_text())))
+    cfg = compose_cfg(["task=perrec_released", f"task.data_dir={released}", "task.profile=true", "method=listwise",
+                       "limit=1", "run.progress=false", "cache.enabled=false"])
+    seen = []
+    run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(lambda r: (seen.append(r), '{"ranking": ["User A"]}')[1]))
+    assert len(seen) == 1 and seen[0].purpose == "answer" and "likes sci-fi" in seen[0].messages[-1][1]
+    assert uid in {u["user_id"] for u in load_released(str(released), 4, 200)[0].data["users"]}
