@@ -19,7 +19,8 @@ def fmt(v: Optional[float], digits: int = 3) -> str:
     """A number with fixed decimals; missing (None/NaN) as an em dash, never as zero."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return MISSING
-    return f"{v:.{digits}f}"
+    s = f"{v:.{digits}f}"
+    return s[1:] if s.startswith("-") and float(s) == 0 else s  # no "-0.000"
 
 
 @dataclass

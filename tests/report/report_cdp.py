@@ -178,6 +178,8 @@ def check_report_page(html: Path) -> dict[str, Any]:
     and every table cell backed by metrics.json shows exactly that value. Returns the page facts."""
     import statistics
 
+    from recbench.report.tables import fmt
+
     binary = find_chromium()
     assert binary, "chromium not found"
     with Chromium(binary) as c:
@@ -200,7 +202,7 @@ def check_report_page(html: Path) -> dict[str, Any]:
             assert float(cell["value"]) == expected, (cell, expected)
         else:
             assert abs(float(cell["value"]) - expected) < 1e-12, (cell, expected)
-        assert cell["text"] == f"{expected:.3f}", (cell, expected)
+        assert cell["text"] == fmt(expected), (cell, expected)
         checked += 1
     facts["checked_cells"] = checked
     return facts
