@@ -161,6 +161,8 @@ def resolve(item: Any, where: str = "task.metrics") -> BoundMetric:
     """'accuracy', 'hr@10' or {name: hr, k: 10} -> a BoundMetric (ConfigError naming the key and valid names)."""
     if isinstance(item, str):
         name, _, k = item.partition("@")
+        if k and not k.isdigit():
+            raise ConfigError(f"{where}: '{item}': the cut-off after '@' must be a whole number, e.g. hr@10")
         params: dict[str, Any] = {"k": int(k)} if k else {}
     else:
         d = dict(item)
