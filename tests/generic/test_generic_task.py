@@ -15,6 +15,7 @@ from jinja2.exceptions import SecurityError
 
 from recbench.app import run_from_config
 from recbench.registry import ConfigError
+from recbench.runstore import read_samples
 from recbench.tasks.generic import metrics as M
 from recbench.tasks.generic import parsers as P
 from recbench.tasks.generic.task import GenericTask, SandboxError, check_template
@@ -84,7 +85,7 @@ def test_brand_new_yes_no_benchmark_from_a_user_yaml_runs_end_to_end_with_smollm
     assert m["counts"]["examples"] == 4 and m["counts"]["model_calls"] == 4
     assert m["headline_metric"] == "accuracy" and 0.0 <= m["metrics"]["accuracy"]["mean"] <= 1.0
     assert set(m["breakdown"]["kind"]) == {"book", "film", "album", "gift"}
-    recs = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    recs = read_samples(run_dir)  # calls carry their messages again (stored once in prompts.jsonl)
     assert [r["id"] for r in recs] == ["q1", "q2", "q3", "q4"]
     for rec in recs:  # the real prompt went to the model, and its real answer was parsed and scored
         assert "Would they enjoy" in rec["calls"][0]["messages"][-1]["content"]
