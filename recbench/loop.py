@@ -55,7 +55,7 @@ class EvalLoop:
                  store: RunStore, *, chunk_size: Optional[int] = None, store_prompts: bool = True,
                  progress: bool = True):
         self.task, self.method, self.backend, self.cache, self.store = task, method, backend, cache, store
-        self.chunk_size = chunk_size or (backend.batch_size * 4 if backend else 64)
+        self.chunk_size = chunk_size or (backend.batch_size if backend else 64)
         self.store_prompts = store_prompts
         self.progress = progress
         self.stats = LoopStats()
