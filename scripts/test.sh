@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the whole test suite, slow tests included.
+# Set up (idempotent) and run the whole test suite, slow tests included, then the real-vLLM backend tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -7,4 +7,6 @@ bash scripts/setup.sh
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: its test will skip"
 fi
-exec .venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q "$@"
+# the vllm / openai backends against the real vLLM CPU engine and server, in their own venv (.venv-vllm)
+bash scripts/test_vllm.sh
