@@ -60,9 +60,16 @@ def markdown(df: pd.DataFrame, corr: dict[str, Any]) -> str:
         lines.append(f"| {r['data']} | {r['model']} | {r['method']} | {r['n']} | {f(r['ptc'])} | {f(r['mae'])} | "
                      f"{f(r['rmse'])} | {f(r['parse_failure_rate'])} |")
     lines.append("")
-    for col, c in corr.items():
-        lines.append(f"Pearson r(PTC, {col.upper()}) = " + (f"{c['r']:+.3f} (p = {c['p']:.3g}, n = {c['n']} runs)" if c
-                                                             else "n/a (fewer than 3 runs with ratings)"))
+
+    def fmt(corr: dict[str, Any], where: str) -> None:
+        for col, c in corr.items():
+            lines.append(f"Pearson r(PTC, {col.upper()}){where} = " + (
+                f"{c['r']:+.3f} (p = {c['p']:.3g}, n = {c['n']} runs)" if c else "n/a (fewer than 3 runs with ratings)"))
+
+    fmt(corr, "")
+    if df["data"].nunique() > 1:  # per data set too: PTC levels differ between data sets
+        for d, sub in df.groupby("data"):
+            fmt(correlations(sub), f" [{d}]")
     return "\n".join(lines) + "\n"
 
 
