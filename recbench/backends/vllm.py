@@ -108,13 +108,8 @@ class VLLMBackend(Backend):
         return _ENGINES[key]
 
     def close(self) -> None:
-        """Forget this backend's engine (freed once no other backend uses it); a later backend builds a new one."""
-        key = json.dumps(self.engine_args, sort_keys=True, default=str)
-        if _ENGINES.get(key) is self.llm:
-            del _ENGINES[key]
-        import gc
-
-        gc.collect()
+        """Keep the engine: it lives for the process (in-process vLLM engines share global parallel state, and
+        tearing one down breaks the others), and a later backend with the same arguments reuses it."""
 
     # ---- identity and records ---------------------------------------------------------------
     def identity(self) -> dict[str, Any]:

