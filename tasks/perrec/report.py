@@ -55,9 +55,9 @@ def markdown(df: pd.DataFrame, corr: dict[str, Any]) -> str:
     def f(x: Any) -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else (f"{x:.4f}" if isinstance(x, float) else str(x))
 
-    lines = ["| data | model | method | n | PTC | MAE | RMSE | parse fail |", "|---|---|---|---|---|---|---|---|"]
-    for _, r in df.sort_values(["data", "model", "method"]).iterrows():
-        lines.append(f"| {r['data']} | {r['model']} | {r['method']} | {r['n']} | {f(r['ptc'])} | {f(r['mae'])} | "
+    lines = ["| data | model | method | run dir | n | PTC | MAE | RMSE | parse fail |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in df.sort_values(["data", "model", "method", "run"]).iterrows():
+        lines.append(f"| {r['data']} | {r['model']} | {r['method']} | {Path(r['run']).name} | {r['n']} | {f(r['ptc'])} | {f(r['mae'])} | "
                      f"{f(r['rmse'])} | {f(r['parse_failure_rate'])} |")
     lines.append("")
 
