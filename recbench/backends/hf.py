@@ -240,13 +240,14 @@ class HFBackend(Backend):
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=self.device)
         mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=self.device)
+        keep = max(map(len, enc_c)) + 1  # logits only for the positions that predict choice tokens (memory)
         with torch.inference_mode():
-            logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], dim=-1)
+            logits = self.model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1)  # row position j predicts token width - keep + j + 1
         scores = []
         for row, c in enumerate(enc_c):
             tgt = ids[row, width - len(c) :]
-            lp = logp[row, width - len(c) - 1 : width - 1].gather(-1, tgt[:, None]).sum().item()
+            lp = logp[row, keep - 1 - len(c) : keep - 1].gather(-1, tgt[:, None]).sum().item()
             scores.append(lp)
         dt = time.time() - t0
         out, k = [], 0
