@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import hashlib
+import functools
 import importlib.util
 import logging
 import os
+import sys
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 from recbench.backends.base import Backend
+from recbench.backends.quirks import apply_quirks, check_quirks
 from recbench.types import Request, Response
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,26 @@ def file_sha256(path: Path) -> str:
                 h.update(block)
         _FILE_HASHES[key] = h.hexdigest()
     return _FILE_HASHES[key]
+
+
+@contextmanager
+def quiet_gguf(label: str) -> Iterator[None]:
+    """One status line instead of transformers' per-tensor "Converting and de-quantizing GGUF tensors" bars."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    bar = gguf_utils.tqdm
+    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    t0 = time.time()
+    sys.stderr.write(f"recbench: loading GGUF {label} (de-quantizing) ... ")
+    sys.stderr.flush()
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        gguf_utils.tqdm = bar
+        sys.stderr.write(f"{'done' if ok else 'failed'} in {time.time() - t0:.1f} s\n")
+        sys.stderr.flush()
 
 
 def weights_fingerprint(model_dir: str, gguf_file: Optional[str]) -> str:
@@ -79,9 +103,11 @@ class HFBackend(Backend):
         max_model_len: Optional[int] = None,
         threads: Optional[int] = None,
         name: Optional[str] = None,
+        quirks: Optional[Sequence[str]] = None,
     ):
         import torch
 
+        self.quirks = check_quirks(quirks)
         self.model_dir = resolve_model_dir(model, package)
         self.gguf_file = gguf_file
         self.revision = revision
@@ -113,8 +139,13 @@ class HFBackend(Backend):
             kw["gguf_file"] = self.gguf_file
         if self.revision:
             kw["revision"] = self.revision
-        tok = AutoTokenizer.from_pretrained(self.model_dir, **kw)
-        model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype_name), **kw)
+        if self.gguf_file:
+            with quiet_gguf(self.gguf_file):
+                tok = AutoTokenizer.from_pretrained(self.model_dir, **kw)
+                model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype_name), **kw)
+        else:
+            tok = AutoTokenizer.from_pretrained(self.model_dir, **kw)
+            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype_name), **kw)
         if self.adapter:
             from peft import PeftModel
 
@@ -142,16 +173,19 @@ class HFBackend(Backend):
                 "chat_template": hashlib.sha256(self.tokenizer.chat_template.encode()).hexdigest()[:16],
                 "dtype": self.dtype_name,
             }
+            if self.quirks:  # the model sees rewritten messages: keep their answers apart in the cache
+                self._identity["quirks"] = list(self.quirks)
         return self._identity
 
     def effective_params(self) -> dict[str, Any]:
         """Device, dtype and batch size actually used."""
         return {"device": self.device, "dtype": self.dtype_name, "batch_size": self.batch_size,
-                "torch_threads": __import__("torch").get_num_threads()}
+                "torch_threads": __import__("torch").get_num_threads(), "quirks": list(self.quirks)}
 
     # ---- generation -------------------------------------------------------------------------
     def _prompt(self, req: Request) -> str:
-        return self.tokenizer.apply_chat_template(req.message_dicts(), tokenize=False, add_generation_prompt=True)
+        messages = apply_quirks(req.message_dicts(), self.quirks)
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def generate(self, requests: list[Request]) -> list[Response]:
         """Answer requests in batches grouped by sampling parameters (choice constraints by likelihood)."""

@@ -1,4 +1,4 @@
-"""`predictions` backend: replays answers produced elsewhere, from a JSONL file keyed by example id (no model call)."""
+"""`predictions` backend: replays answers produced elsewhere (JSON Lines or JSON array, keyed by example id)."""
 from __future__ import annotations
 
 import hashlib
@@ -13,20 +13,46 @@ from recbench.types import Request, Response
 log = logging.getLogger(__name__)
 
 
+FORMAT_HINT = ('expected JSON Lines (one {"%s": ..., "%s": ...} object per line) '
+               'or a JSON array of such objects')
+
+
+def _records(path: Path, text: str, id_field: str, text_field: str) -> list[tuple[str, Any]]:
+    """(where, record) pairs from a JSON array or JSON Lines text; a ValueError naming the format when neither parses."""
+    hint = FORMAT_HINT % (id_field, text_field)
+    body = text.lstrip("\ufeff \t\r\n")
+    if body.startswith("["):
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); {hint}") from None
+        return [(f"{path}: element {i}", rec) for i, rec in enumerate(data)]
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((f"{path}:{n}", json.loads(line)))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not a JSON object ({e.msg}); {hint}") from None
+    return out
+
+
 def read_predictions(path: str | Path, id_field: str = "id", text_field: str = "response") -> dict[str, str]:
-    """{example id: answer text} from a JSONL file of {"id": ..., "response": ...} lines (ids compared as strings)."""
+    """{example id: answer text} from JSON Lines or a JSON array of {"id": ..., "response": ...} (ids as strings)."""
+    path = Path(path)
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            if id_field not in rec or text_field not in rec:
-                raise ValueError(f"{path}:{n}: a prediction line needs '{id_field}' and '{text_field}' fields, got {sorted(rec)}")
-            key = str(rec[id_field])
-            if key in out and out[key] != rec[text_field]:
-                raise ValueError(f"{path}:{n}: example id {key!r} appears twice with different answers")
-            out[key] = str(rec[text_field]) if rec[text_field] is not None else ""
+    for where, rec in _records(path, path.read_text(encoding="utf-8"), id_field, text_field):
+        if not isinstance(rec, dict):
+            raise ValueError(f"{where}: a prediction must be a JSON object, got {type(rec).__name__}; "
+                             + FORMAT_HINT % (id_field, text_field))
+        if id_field not in rec or text_field not in rec:
+            raise ValueError(f"{where}: a prediction needs '{id_field}' and '{text_field}' fields, got {sorted(rec)} "
+                             f"(set model.backend.id_field / model.backend.text_field)")
+        key = str(rec[id_field])
+        if key in out and out[key] != rec[text_field]:
+            raise ValueError(f"{where}: example id {key!r} appears twice with different answers")
+        out[key] = str(rec[text_field]) if rec[text_field] is not None else ""
     return out
 
 
@@ -38,7 +64,7 @@ class PredictionsBackend(Backend):
     def __init__(self, path: str, name: str | None = None, id_field: str = "id", text_field: str = "response",
                  on_missing: Literal["error", "empty"] = "error", batch_size: int = 256):
         if not path:
-            raise ValueError("the predictions backend needs a file: model.backend.path=<file.jsonl>")
+            raise ValueError("the predictions backend needs a file: model.backend.path=<file.jsonl or file.json>")
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"predictions file not found: {self.path}")

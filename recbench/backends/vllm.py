@@ -5,10 +5,11 @@ import hashlib
 import json
 import logging
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from recbench.backends.base import Backend
-from recbench.backends.hf import resolve_model_dir, weights_fingerprint
+from recbench.backends.hf import quiet_gguf, resolve_model_dir, weights_fingerprint
+from recbench.backends.quirks import apply_quirks, check_quirks
 from recbench.types import Request, Response
 
 log = logging.getLogger(__name__)
@@ -55,14 +56,17 @@ class VLLMBackend(Backend):
         batch_size: int = 1024,
         chat_template_kwargs: Optional[dict[str, Any]] = None,
         engine_kwargs: Optional[dict[str, Any]] = None,
+        quirks: Optional[Sequence[str]] = None,
     ):
+        self.quirks = check_quirks(quirks)
         # a GGUF shipped in a pip package (SmolLM2) is converted once to a cached HF folder vLLM can load
         src = resolve_model_dir(model, package)
         if gguf_file:
             from recbench.backends.convert import hf_folder_for_gguf
 
             self.source = f"{src}/{gguf_file}"
-            self.model_path = str(hf_folder_for_gguf(src, gguf_file, convert_dtype))
+            with quiet_gguf(f"{gguf_file} -> HF folder (cached after the first time)"):
+                self.model_path = str(hf_folder_for_gguf(src, gguf_file, convert_dtype))
         else:
             self.source = src
             self.model_path = src
@@ -93,7 +97,7 @@ class VLLMBackend(Backend):
             **({"max_lora_rank": max_lora_rank, "max_loras": max_loras} if enable_lora else {}),
             **(engine_kwargs or {}),
         }
-        self.engine_args = {k: v for k, v in self.engine_args.items() if v is not None}
+        self.engine_args = engine_arguments(self.engine_args)
         self.llm = self._engine()
         self._identity: Optional[dict[str, Any]] = None
 
@@ -126,6 +130,8 @@ class VLLMBackend(Backend):
                 "chat_template": hashlib.sha256(template.encode()).hexdigest()[:16],
                 "dtype": str(self.llm.llm_engine.model_config.dtype).replace("torch.", ""),
             }
+            if self.quirks:  # the model sees rewritten messages: keep their answers apart in the cache
+                self._identity["quirks"] = list(self.quirks)
         return self._identity
 
     def effective_params(self) -> dict[str, Any]:
@@ -143,6 +149,7 @@ class VLLMBackend(Backend):
             "pinned_sampling": PINNED_SAMPLING,
             "batch_size": self.batch_size,
             "lora_adapters": self.lora_adapters,
+            "quirks": list(self.quirks),
         }
 
     # ---- generation -------------------------------------------------------------------------
@@ -204,7 +211,7 @@ class VLLMBackend(Backend):
         params = [self.sampling_params(r) for r in requests]
         loras = [self.lora_request(r.adapter) for r in requests]
         outs = self.llm.chat(
-            [r.message_dicts() for r in requests],
+            [apply_quirks(r.message_dicts(), self.quirks) for r in requests],
             sampling_params=params,
             lora_request=loras if any(loras) else None,
             use_tqdm=False,
@@ -224,6 +231,19 @@ class VLLMBackend(Backend):
                 logprobs=_logprobs(c, self.llm) if c.logprobs else None,
             ))
         return res
+
+
+def engine_arguments(args: dict[str, Any]) -> dict[str, Any]:
+    """The `vllm.LLM(**kwargs)` arguments: unset (None) fields dropped; parallel sizes checked (>= 1)."""
+    out = {k: v for k, v in args.items() if v is not None}
+    for k in ("tensor_parallel_size", "pipeline_parallel_size"):
+        if int(out.get(k, 1)) < 1:
+            raise ValueError(f"model.backend.{k} must be >= 1, got {out[k]}")
+    deb = out.get("distributed_executor_backend")
+    if deb is not None and deb not in ("ray", "mp", "uni", "external_launcher"):
+        raise ValueError(f"model.backend.distributed_executor_backend: '{deb}' is not one of ray, mp, uni, "
+                         "external_launcher (or null to let vLLM choose)")
+    return out
 
 
 def _logprobs(completion: Any, llm: Any) -> list[dict[str, Any]]:

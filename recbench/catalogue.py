@@ -1,0 +1,148 @@
+"""`python -m recbench list models|tasks|methods`: what the config groups hold, one line each (no torch import)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+GROUPS = ("models", "tasks", "methods")
+PAPERS = ("perrec", "recbench_plus", "llmrec")
+#: a full stop that ends a sentence (not "et al.", "e.g.", "i.e." or an ellipsis), followed by a new sentence
+SENTENCE_END = re.compile(r"(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!\.\.)\.\s+(?=[A-Z(`])")
+
+
+def conf_dir() -> Path:
+    """The installed config folder (the `recbench.conf` package) without importing the app."""
+    spec = importlib.util.find_spec("recbench.conf")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("recbench.conf is not installed. Fix: pip install -e . in the project root")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+@lru_cache(maxsize=None)
+def read_entry(group: str, name: str) -> tuple[dict[str, Any], str]:
+    """(YAML mapping, first comment line) of conf/<group>/<name>.yaml."""
+    path = conf_dir() / group / f"{name}.yaml"
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML ({e}). Fix the file") from None
+    return data, first_sentence(text)
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a file's leading comment block (continuation lines joined; indented examples end it)."""
+    parts: list[str] = []
+    for ln in text.splitlines():
+        if not ln.startswith("#") or ln.startswith("#   ") or not ln.strip("# "):
+            if parts:
+                break
+            continue
+        parts.append(ln.lstrip("# ").strip())
+    joined = " ".join(parts)
+    end = SENTENCE_END.search(joined)
+    return joined[: end.start() + 1] if end else joined
+
+
+def merged(group: str, name: str) -> dict[str, Any]:
+    """The entry with the same-group configs of its `defaults:` list merged under it (shallow, enough for listing)."""
+    data, _ = read_entry(group, name)
+    out: dict[str, Any] = {}
+    for d in data.get("defaults") or []:
+        if isinstance(d, str) and d != "_self_" and (conf_dir() / group / f"{d}.yaml").is_file():
+            out.update(merged(group, d))
+    out.update({k: v for k, v in data.items() if k != "defaults"})
+    return out
+
+
+def description(group: str, name: str) -> str:
+    """The entry's `description:`, else its first comment line."""
+    data, comment = read_entry(group, name)
+    return str(data.get("description") or comment or "(no description)")
+
+
+def names(group: str) -> list[str]:
+    """Entry names of one config group folder, sorted."""
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+def list_models(paper: Optional[str] = None) -> list[str]:
+    """One line per model config: name, papers, backend kind, description (only `paper`'s models when given)."""
+    lines = []
+    for n in names("model"):
+        data, _ = read_entry("model", n)
+        papers = list(data.get("papers") or [])
+        if paper and paper not in papers:
+            continue
+        target = str((data.get("backend") or {}).get("_target_", "")) if data.get("backend") else ""
+        kind = target.rsplit(".", 1)[-1].replace("Backend", "").lower() or "none"
+        tag = ",".join(papers) or "-"
+        lines.append(f"{n:<16} {kind:<11} {tag:<22} {description('model', n)}")
+    return lines
+
+
+@lru_cache(maxsize=None)
+def task_methods(task: str) -> frozenset[str]:
+    """Method kinds the task's class accepts (its `methods` mapping), imported without torch."""
+    if task not in names("task"):
+        raise ValueError(f"Unknown task '{task}'. Valid choices for --task: {', '.join(names('task'))}")
+    target = merged("task", task).get("_target_")
+    if not target:
+        raise ValueError(f"{conf_dir() / 'task' / (task + '.yaml')}: no _target_ (nor in its defaults)")
+    mod, _, cls = str(target).rpartition(".")
+    return frozenset(getattr(importlib.import_module(mod), cls).methods)
+
+
+def list_methods(task: Optional[str] = None) -> list[str]:
+    """One line per method config (only those the task accepts when given): name, needs-model flag, description."""
+    allowed = task_methods(task) if task else None
+    lines = []
+    for n in names("method"):
+        data = merged("method", n)
+        if allowed is not None and str(data.get("kind") or data.get("name") or n) not in allowed:
+            continue
+        free = "no model" if data.get("model_free") else "model"
+        lines.append(f"{n:<20} {free:<9} {description('method', n)}")
+    return lines
+
+
+def list_tasks() -> list[str]:
+    """One line per task config: name, benchmark family, description."""
+    lines = []
+    for n in names("task"):
+        target = str(merged("task", n).get("_target_", ""))
+        family = target.split(".")[2] if target.startswith("recbench.tasks.") else "-"
+        lines.append(f"{n:<28} {family:<14} {description('task', n)}")
+    return lines
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """CLI: list models [--paper P] | tasks | methods [--task T]; prints one line per entry."""
+    ap = argparse.ArgumentParser(prog="python -m recbench list", description="List what the config groups hold.")
+    ap.add_argument("what", choices=GROUPS)
+    ap.add_argument("--paper", choices=PAPERS, help="models: only those this paper ran")
+    ap.add_argument("--task", help="methods: only those this task accepts")
+    args = ap.parse_args(argv)
+    if args.paper and args.what != "models":
+        ap.error("--paper applies to 'list models' only")
+    if args.task and args.what != "methods":
+        ap.error("--task applies to 'list methods' only")
+    try:
+        if args.what == "models":
+            lines = list_models(args.paper)
+        elif args.what == "tasks":
+            lines = list_tasks()
+        else:
+            lines = list_methods(args.task)
+    except ValueError as e:
+        print(f"error: {e}")
+        return 2
+    print("\n".join(lines))
+    return 0
