@@ -1,0 +1,157 @@
+"""POST a JSON body over keep-alive HTTP/1.1 for remote backends: aiohttp when installed (cheapest per request), else httpx.
+
+Both transports raise the same three exceptions, so the backend's retry logic does not depend on the library:
+`ConnectFailure` (refused, reset, DNS, connect timeout: the server is not reachable), `ReadTimeout`
+(connected, but no full answer in time) and `TransportError` (anything else, not retried).
+"""
+from __future__ import annotations
+
+import abc
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, Optional
+
+TRANSPORTS = ("auto", "aiohttp", "httpx")
+
+OnConnect = Callable[[], Awaitable[None]]
+
+
+class ConnectFailure(Exception):
+    """No usable connection to the server (refused, reset, DNS failure, connect timeout)."""
+
+
+class ReadTimeout(Exception):
+    """The server took longer than the timeout to answer."""
+
+
+class TransportError(Exception):
+    """Any other client-side HTTP failure (bad URL, protocol misuse); not worth retrying."""
+
+
+@dataclass
+class HttpReply:
+    """Status, case-insensitive headers and raw body of one HTTP answer."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+class Transport(abc.ABC):
+    """One keep-alive connection pool of at most `concurrency` connections, used from one event loop."""
+
+    name = "base"
+
+    @abc.abstractmethod
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> HttpReply:
+        """POST body to url; raise ConnectFailure / ReadTimeout / TransportError on failure."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Close every connection."""
+
+
+def available(kind: str = "auto") -> str:
+    """The transport `kind` resolves to here: "aiohttp" when importable (for "auto"), else "httpx"."""
+    if kind not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, got {kind!r} (model.backend.transport)")
+    if kind != "auto":
+        return kind
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        return "httpx"
+    return "aiohttp"
+
+
+def make_transport(kind: str, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None) -> Transport:
+    """Build the transport (call inside the event loop that will use it)."""
+    kind = available(kind)
+    cls = AiohttpTransport if kind == "aiohttp" else HttpxTransport
+    return cls(concurrency, timeout_s, on_connect)
+
+
+class AiohttpTransport(Transport):
+    """aiohttp.ClientSession with a TCPConnector limited to `concurrency`; total timeout per request."""
+
+    name = "aiohttp"
+
+    def __init__(self, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None):
+        import aiohttp
+
+        self._aiohttp = aiohttp
+        traces = []
+        if on_connect is not None:
+            tc = aiohttp.TraceConfig()
+
+            async def _connected(session: Any, ctx: Any, params: Any) -> None:
+                await on_connect()
+
+            tc.on_connection_create_end.append(_connected)
+            traces.append(tc)
+        timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, 30.0))
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency, ttl_dns_cache=300),
+                                              timeout=timeout, trace_configs=traces, trust_env=True)
+        self._connect_timeout = getattr(aiohttp, "ConnectionTimeoutError", ())
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> HttpReply:
+        """POST with aiohttp; errors mapped to the transport exceptions."""
+        a = self._aiohttp
+        try:
+            async with self._session.post(url, data=body, headers=headers) as r:
+                data = await r.read()
+                return HttpReply(r.status, r.headers, data)
+        except self._connect_timeout as e:  # type: ignore[misc]
+            raise ConnectFailure(f"connect timeout ({type(e).__name__})") from None
+        except asyncio.TimeoutError as e:  # read timeouts (ServerTimeoutError is one too)
+            raise ReadTimeout(type(e).__name__) from None
+        except (a.ClientConnectionError, a.ClientPayloadError) as e:
+            raise ConnectFailure(f"{type(e).__name__}: {e}") from None
+        except a.ClientError as e:
+            raise TransportError(f"{type(e).__name__}: {e}") from None
+
+    async def aclose(self) -> None:
+        """Close the session and its connector."""
+        await self._session.close()
+
+
+class HttpxTransport(Transport):
+    """httpx.AsyncClient (HTTP/1.1 keep-alive, connection limits = concurrency); per-read and total timeouts."""
+
+    name = "httpx"
+
+    def __init__(self, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None):
+        import httpx
+
+        self._httpx = httpx
+        self._timeout_s = timeout_s
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
+                                         limits=httpx.Limits(max_connections=concurrency,
+                                                             max_keepalive_connections=concurrency))
+        self._ext: dict[str, Any] = {}
+        if on_connect is not None:
+            async def trace(event: str, info: dict) -> None:
+                if event == "connection.connect_tcp.complete":
+                    await on_connect()
+
+            self._ext = {"trace": trace}
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> HttpReply:
+        """POST with httpx; a total deadline guards slow-drip bodies that reset the per-read timeout."""
+        h = self._httpx
+        try:
+            async with asyncio.timeout(self._timeout_s + 1.0):
+                r = await self._client.post(url, content=body, headers=headers, extensions=self._ext)
+        except h.ConnectTimeout as e:
+            raise ConnectFailure(f"connect timeout ({type(e).__name__})") from None
+        except (h.TimeoutException, TimeoutError) as e:
+            raise ReadTimeout(type(e).__name__) from None
+        except h.TransportError as e:  # ConnectError, ReadError, WriteError, RemoteProtocolError, ...
+            raise ConnectFailure(f"{type(e).__name__}: {e}") from None
+        except h.HTTPError as e:
+            raise TransportError(f"{type(e).__name__}: {e}") from None
+        return HttpReply(r.status_code, r.headers, r.content)
+
+    async def aclose(self) -> None:
+        """Close the client and its pool."""
+        await self._client.aclose()

@@ -1,0 +1,409 @@
+"""A fault-injecting OpenAI-compatible stub server (stdlib, loopback only) for tests and benchmarks.
+
+In process (tests that script faults with a function)::
+
+    with StubServer(latency_s=0.2, schedule=lambda key, attempt: "429" if attempt == 1 else None) as stub:
+        ... stub.base_url, stub.answered, stub.attempts ...
+
+In its own process (benchmarks that kill and restart recbench; counts stay readable over HTTP)::
+
+    with start_stub_process(latency_s=0.2, straggler_share=0.05) as stub:
+        ... stub.base_url, stub.stats()["paid"] ...
+
+or from a shell: ``python -m recbench.testing.openai_stub --latency 0.2 --port 8000``.
+
+Answers are a deterministic function of the prompt (see `default_answer`), so runs are reproducible.
+`GET /stats` returns the counters (``paid`` = chat completions answered with 200 and a full body, i.e. the
+requests a hosted API would bill); `POST /stats/reset` zeroes them.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Optional
+
+#: faults a schedule may return: 429 (with Retry-After), 500, slow (answers after `slow_s`, past a client's
+#: timeout), truncated (200 with half a JSON body), reset (connection closed without an answer), 401echo
+#: (a 401 that echoes the key it received, as some servers do)
+FAULTS = ("429", "500", "slow", "truncated")
+ALL_FAULTS = (*FAULTS, "reset", "401echo")
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+Schedule = Callable[[str, int], Optional[str]]
+
+
+# ---- deterministic answers ---------------------------------------------------------------------------
+def _user_averages(text: str) -> list[tuple[str, float]]:
+    """(label, stated average rating) of each user block in a PerRecBench prompt, in prompt order."""
+    return [(lab, float(avg)) for lab, avg in
+            re.findall(r"^\[?(User [A-Z])\]?:\s*\n- Average rating: ([0-9.]+)", text, flags=re.M)]
+
+
+def listwise_answer(messages: list[dict]) -> str:
+    """Deterministic 'model': rank the prompt's user labels by their stated average rating, lowest first."""
+    blocks = _user_averages(messages[-1]["content"])
+    if not blocks:
+        return "no users found"
+    ranked = [lab for lab, avg in sorted(blocks, key=lambda b: (b[1], b[0]))]
+    return json.dumps({"ranking": ranked})
+
+
+def default_answer(messages: list[dict]) -> str:
+    """A parseable, deterministic answer for PerRecBench prompts (listwise, pairwise, pointwise), else a hash."""
+    text = messages[-1]["content"] if messages else ""
+    users = _user_averages(text)
+    if '{"ranking"' in text:
+        return listwise_answer(messages)
+    if '"[User A]" or "[User B]"' in text and len(users) == 2:
+        (_, a), (_, b) = users  # the user with the lower average "likes it more": consistent in both orders
+        return "[User A]" if (a, 0) < (b, 1) else "[User B]"
+    if "single number between 1 and 5" in text and users:
+        return f"{min(5, max(1, round(users[0][1] + 0.5)))}"
+    return "answer " + request_key(messages)[:12]
+
+
+def request_key(messages: list[dict]) -> str:
+    """Stable id of a chat request (its messages)."""
+    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+
+
+def _unit(*parts: Any) -> float:
+    """A deterministic number in [0, 1) from the parts (hash-based)."""
+    h = hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()[:8]
+    return int(h, 16) / 16 ** 8
+
+
+def rate_schedule(rate: float, faults: tuple[str, ...] = FAULTS, max_faulty_attempts: int = 2, seed: int = 0) -> Schedule:
+    """Deterministic schedule: a request is faulty with probability `rate` on each of its first attempts (hash-based)."""
+
+    def schedule(key: str, attempt: int) -> Optional[str]:
+        if attempt > max_faulty_attempts:
+            return None
+        h = int(hashlib.sha256(f"{seed}:{key}:{attempt}".encode()).hexdigest()[:8], 16)
+        if (h % 10_000) / 10_000 >= rate:
+            return None
+        return faults[(h // 10_000) % len(faults)]
+
+    return schedule
+
+
+# ---- the server --------------------------------------------------------------------------------------
+class StubServer:
+    """Answers /v1/chat/completions with answer_fn after `latency_s`, injecting faults from `schedule(key, attempt)`.
+
+    A share `straggler_share` of requests (chosen by prompt hash, so the same ones every run) takes
+    `straggler_s` instead of `latency_s`. schedule returns None (answer normally) or one of ALL_FAULTS.
+    """
+
+    def __init__(self, answer_fn: Callable[[list[dict]], str] = default_answer, schedule: Optional[Schedule] = None,
+                 *, latency_s: float = 0.0, straggler_share: float = 0.0, straggler_s: float = 3.0,
+                 retry_after_s: float = 0.2, slow_s: float = 3.0, expected_key: Optional[str] = None,
+                 echo_key_in_401: bool = False, host: str = "127.0.0.1", port: int = 0):
+        if host not in LOOPBACK:
+            raise ValueError(f"StubServer: host {host!r} is not a loopback address; use one of {LOOPBACK}")
+        self.answer_fn = answer_fn
+        self.schedule = schedule or (lambda key, attempt: None)
+        self.latency_s, self.straggler_share, self.straggler_s = latency_s, straggler_share, straggler_s
+        self.retry_after_s = retry_after_s
+        self.slow_s = slow_s
+        self.expected_key = expected_key
+        self.echo_key_in_401 = echo_key_in_401
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.reset()
+        self.httpd = _Server((host, port), _handler(self))
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        with self._lock:
+            self.attempts: dict[str, int] = defaultdict(int)
+            self.faults: Counter = Counter()
+            self.auth_seen: set[str] = set()
+            self.in_flight = 0
+            self.max_in_flight = 0
+            self.received = 0
+            self.answered = 0
+            self.stragglers = 0
+
+    def stats(self) -> dict[str, Any]:
+        """Counters as plain JSON: paid (answered in full), received, distinct prompts, faults, max in flight."""
+        with self._lock:
+            return {"paid": self.answered, "received": self.received, "distinct": len(self.attempts),
+                    "faults": dict(self.faults), "stragglers": self.stragglers, "in_flight": self.in_flight,
+                    "max_in_flight": self.max_in_flight}
+
+    def latency_for(self, key: str) -> float:
+        """This prompt's latency: straggler_s for the hash-chosen share of prompts, latency_s otherwise."""
+        if self.straggler_share > 0 and _unit("straggler", key) < self.straggler_share:
+            return self.straggler_s
+        return self.latency_s
+
+    def _handle(self, h: BaseHTTPRequestHandler, body: dict) -> None:
+        auth = h.headers.get("Authorization", "")
+        with self._lock:
+            self.auth_seen.add(auth)
+        if self.expected_key is not None and auth != f"Bearer {self.expected_key}":
+            shown = auth.removeprefix("Bearer ") if self.echo_key_in_401 else "***"
+            h._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {shown}", "code": 401}}).encode())
+            return
+        messages = body.get("messages", [])
+        key = request_key(messages)
+        with self._lock:
+            self.attempts[key] += 1
+            attempt = self.attempts[key]
+        fault = self.schedule(key, attempt)
+        if fault:
+            with self._lock:
+                self.faults[fault] += 1
+        if fault == "401echo":
+            h._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
+                                               "code": 401}}).encode())
+            return
+        if fault == "429":
+            h._send(429, b'{"error":{"message":"rate limited","code":429}}',
+                    headers={"Retry-After": f"{self.retry_after_s:g}"})
+            return
+        if fault == "500":
+            h._send(500, b'{"error":{"message":"internal error","code":500}}')
+            return
+        if fault == "reset":
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        wait = self.slow_s if fault == "slow" else self.latency_for(key)
+        if wait > 0:
+            if wait != self.latency_s and fault != "slow":
+                with self._lock:
+                    self.stragglers += 1
+            self._stopping.wait(wait)  # returns early when the server stops
+        text = self.answer_fn(messages)
+        payload = json.dumps({
+            "id": f"stub-{key[:8]}-{attempt}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "stub"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                         "logprobs": _logprobs(text, body.get("top_logprobs")) if body.get("logprobs") else None}],
+            "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in messages),
+                      "completion_tokens": len(text.split()), "total_tokens": 0},
+        }).encode()
+        if fault == "truncated":
+            h._send(200, payload[: len(payload) // 2])  # a well-framed response whose JSON body is cut in half
+            return
+        with self._lock:
+            self.answered += 1
+        h._send(200, payload)
+
+    def start(self) -> "StubServer":
+        """Serve in a daemon thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> "StubServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _logprobs(text: str, top: Optional[int]) -> dict:
+    """OpenAI-shaped logprobs for the answer's whitespace tokens (deterministic values)."""
+    toks = text.split() or [""]
+    return {"content": [{"token": t, "logprob": -_unit("lp", t), "bytes": None,
+                         "top_logprobs": [{"token": t, "logprob": -_unit("lp", t), "bytes": None}][: int(top or 0)]}
+                        for t in toks]}
+
+
+class _Server(ThreadingHTTPServer):
+    """Thread per connection, a listen backlog deep enough for hundreds of simultaneous connects."""
+
+    daemon_threads = True
+    request_queue_size = 1024
+
+    def get_request(self):
+        """Accept with TCP_NODELAY: headers and body go out at once (no Nagle / delayed-ACK stall)."""
+        sock, addr = super().get_request()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock, addr
+
+
+def _handler(stub: StubServer) -> type:
+    """The request handler class bound to one StubServer."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):  # keep test output quiet
+            pass
+
+        def do_GET(self):
+            if self.path.rstrip("/").endswith("/stats"):
+                self._send(200, json.dumps(stub.stats()).encode())
+            else:
+                self._send(200, b'{"status":"ok"}')
+
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", 0))
+            raw = self.rfile.read(n) or b"{}"
+            if self.path.rstrip("/").endswith("/stats/reset"):
+                stub.reset()
+                self._send(200, b'{"status":"reset"}')
+                return
+            with stub._lock:
+                stub.received += 1
+                stub.in_flight += 1
+                stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+            try:
+                stub._handle(self, json.loads(raw))
+            finally:
+                with stub._lock:
+                    stub.in_flight -= 1
+
+        def _send(self, status: int, payload: bytes, headers: Optional[dict] = None):
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            try:
+                self.wfile.write(payload)
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    return Handler
+
+
+# ---- helpers -----------------------------------------------------------------------------------------
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (bind to 0, close)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def refused_url() -> str:
+    """A loopback base URL where nothing listens: every connection is refused."""
+    return f"http://127.0.0.1:{free_port()}/v1"
+
+
+def get_stats(base_url: str, timeout: float = 10.0) -> dict[str, Any]:
+    """The counters of a stub at base_url (works across processes)."""
+    with urllib.request.urlopen(base_url.rstrip("/") + "/stats", timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def reset_stats(base_url: str, timeout: float = 10.0) -> None:
+    """Zero the counters of a stub at base_url."""
+    req = urllib.request.Request(base_url.rstrip("/") + "/stats/reset", data=b"{}", method="POST")
+    urllib.request.urlopen(req, timeout=timeout).close()
+
+
+class StubProcess:
+    """A stub server in its own Python process; `stats()` reads its counters over HTTP."""
+
+    def __init__(self, proc: subprocess.Popen, base_url: str):
+        self.proc, self.base_url = proc, base_url
+
+    def stats(self) -> dict[str, Any]:
+        """The server's counters (paid, received, faults, ...)."""
+        return get_stats(self.base_url)
+
+    def reset(self) -> None:
+        """Zero the server's counters."""
+        reset_stats(self.base_url)
+
+    def stop(self) -> None:
+        """Terminate the server process (kill after 10 s)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def __enter__(self) -> "StubProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_stub_process(*, latency_s: float = 0.0, straggler_share: float = 0.0, straggler_s: float = 3.0,
+                       fault_rate: float = 0.0, faults: tuple[str, ...] = FAULTS, retry_after_s: float = 0.2,
+                       port: int = 0, timeout_s: float = 60.0) -> StubProcess:
+    """Start `python -m recbench.testing.openai_stub` on a free loopback port; returns once it answers /stats."""
+    cmd = [sys.executable, "-m", "recbench.testing.openai_stub", "--port", str(port), "--latency", str(latency_s),
+           "--straggler-share", str(straggler_share), "--straggler-s", str(straggler_s), "--fault-rate",
+           str(fault_rate), "--faults", ",".join(faults), "--retry-after", str(retry_after_s)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    t0 = time.monotonic()
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
+    if not m:
+        proc.kill()
+        raise RuntimeError(f"stub server did not start: {line.strip() or proc.stdout.read()[-2000:]}")
+    stub = StubProcess(proc, m.group(1))
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            stub.stats()
+            return stub
+        except OSError:
+            time.sleep(0.05)
+    stub.stop()
+    raise RuntimeError(f"stub server at {stub.base_url} did not answer /stats within {timeout_s:g}s")
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Command line: serve until interrupted, print the base URL first."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default="127.0.0.1", choices=LOOPBACK)
+    ap.add_argument("--port", type=int, default=0, help="0 = a free port")
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
+    ap.add_argument("--straggler-share", type=float, default=0.0, help="share of prompts answered after --straggler-s")
+    ap.add_argument("--straggler-s", type=float, default=3.0)
+    ap.add_argument("--fault-rate", type=float, default=0.0, help="chance a first or second attempt is faulty")
+    ap.add_argument("--faults", default=",".join(FAULTS), help=f"comma list from {ALL_FAULTS}")
+    ap.add_argument("--retry-after", type=float, default=0.2, help="Retry-After seconds sent with 429")
+    a = ap.parse_args(argv)
+    faults = tuple(f for f in a.faults.split(",") if f)
+    bad = [f for f in faults if f not in ALL_FAULTS]
+    if bad:
+        ap.error(f"--faults: unknown {bad}; valid: {', '.join(ALL_FAULTS)}")
+    stub = StubServer(schedule=rate_schedule(a.fault_rate, faults) if a.fault_rate > 0 else None,
+                      latency_s=a.latency, straggler_share=a.straggler_share, straggler_s=a.straggler_s,
+                      retry_after_s=a.retry_after, host=a.host, port=a.port)
+    print(f"stub OpenAI server listening on {stub.base_url}", flush=True)
+    try:
+        stub.httpd.serve_forever(poll_interval=0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stub.httpd.server_close()
+
+
+if __name__ == "__main__":
+    main()
