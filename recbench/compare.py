@@ -1,0 +1,468 @@
+"""Paired comparison of runs: `python -m recbench.compare RUN_DIR RUN_DIR [...]` and the API the reports call.
+
+For every pair of runs of one task that share example ids: paired per-unit differences of each metric (the unit is
+the cluster named by the run's `cluster_by`, else the example), their mean, a 95% paired bootstrap CI, a two-sided
+p-value (exact McNemar for 0/1 metrics, else a sign-flip permutation test; Wilcoxon or paired t on request), and a
+Holm (or Benjamini-Hochberg) correction across every comparison of the invocation. Overall and per breakdown slice.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+from recbench.metric_registry import MetricSpec, metric_spec
+from recbench.registry import suggest
+from recbench.schema import Run, SchemaError, find_run_dirs, read_run
+from recbench.stats.clusters import cluster_means, pool_seeds
+from recbench.stats.letters import compact_letters
+from recbench.stats.multiple import adjust
+from recbench.stats.paired import is_binary, paired_bootstrap_ci, paired_test, sign_flip_test
+
+log = logging.getLogger(__name__)
+SEED_KEYS = (("seed",), ("sampling", "seed"))
+MAX_REFINED_RESAMPLES = 1_000_000
+RECORD_FIELDS = ("run_a", "run_b", "metric", "slice", "n", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "test",
+                 "p_value", "p_adjusted", "significant")
+
+
+class CompareError(ValueError):
+    """Runs that cannot be compared (one line: what is wrong and what to do)."""
+
+
+@dataclass
+class System:
+    """One row of a comparison: a run, or several seeds of one configuration pooled per example."""
+
+    label: str
+    runs: list[Run]
+    task: str
+    cluster_by: Optional[str]
+    ids: list[str]  # examples finished in every pooled run, in the first run's order
+    meta: dict[str, dict[str, Any]]
+    values: dict[str, np.ndarray]  # metric -> (K seeds x len(ids)) values, NaN = undefined
+    metric_info: dict[str, dict[str, Any]]
+    breakdown_keys: list[str]
+    result_metrics: set[str]  # metric names in metrics.json (corpus metrics included)
+
+    @property
+    def k(self) -> int:
+        """Seeds pooled."""
+        return len(self.runs)
+
+
+@dataclass
+class Comparison:
+    """One (pair, metric, slice) record; diff = mean_a - mean_b over the shared units."""
+
+    run_a: str
+    run_b: str
+    metric: str
+    slice: str
+    n: int  # resampling units (clusters) behind the CI and the p-value
+    mean_a: float
+    mean_b: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    test: str
+    p_value: float
+    p_adjusted: float = math.nan
+    significant: bool = False
+    higher_is_better: bool = True
+    better: Optional[str] = None  # run_a or run_b when significant, else None
+    n_examples: int = 0
+    cluster_by: Optional[str] = None
+    seeds_a: int = 1
+    seeds_b: int = 1
+    seed_var_share: Optional[float] = None  # share of Var(unit differences) that is seed noise (pooled seeds)
+    n_resamples: Optional[int] = None
+    p_mc_se: Optional[float] = None
+    task: str = ""
+    note: str = ""
+    units_a: Optional[np.ndarray] = field(default=None, repr=False, compare=False)  # per-unit values (not in JSON)
+    units_b: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON record (NaN as null)."""
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()
+                if not k.startswith("units_")}
+
+
+# ---- reading runs -------------------------------------------------------------------------------------
+def _drop_seed(config: dict[str, Any]) -> dict[str, Any]:
+    cfg = json.loads(json.dumps(config, default=str))
+    for path in SEED_KEYS:
+        node = cfg
+        for key in path[:-1]:
+            node = node.get(key, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return cfg
+
+
+def _labels(dirs: Sequence[Path]) -> list[str]:
+    if len(dirs) == 1:
+        return [dirs[0].name]
+    root = Path(os.path.commonpath([str(d) for d in dirs]))
+    return [str(d.relative_to(root)) or d.name for d in dirs]
+
+
+def load_systems(paths: Iterable[str | Path], *, pool_seeds_: bool = False) -> list[System]:
+    """Every run under the paths (run or sweep dirs) as a System; with pool_seeds_, runs differing only in seed are one."""
+    try:
+        dirs = find_run_dirs(paths)
+        runs = [read_run(d) for d in dirs]
+    except SchemaError as e:
+        raise CompareError(str(e)) from e
+    if not dirs:
+        raise CompareError(f"no run dir (a folder with metrics.json) under {', '.join(map(str, paths))}")
+    labels = dict(zip(dirs, _labels(dirs)))
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        key = str(run.dir)
+        if pool_seeds_:
+            r = run.result
+            key = json.dumps([run.task, r.model if r else "", r.method if r else "", _drop_seed(run.config)],
+                             sort_keys=True, default=str)
+        groups.setdefault(key, []).append(run)
+    out = []
+    for members in groups.values():
+        label = labels[members[0].dir.resolve()] if members[0].dir.resolve() in labels else members[0].dir.name
+        if len(members) > 1:
+            label += f" [{len(members)} seeds]"
+        out.append(_system(label, members))
+    return out
+
+
+def _system(label: str, runs: list[Run]) -> System:
+    per_run = [{s.id: s for s in run.samples()} for run in runs]
+    ids = [i for i in per_run[0] if all(i in p for p in per_run[1:])]
+    names = list(dict.fromkeys(m for p in per_run for s in p.values() for m in s.metrics))
+    values = {m: np.array([[p[i].value(m) for i in ids] for p in per_run], dtype=float) for m in names}
+    res = [r.result for r in runs if r.result is not None]
+    info: dict[str, dict[str, Any]] = {}
+    for r in res:
+        info.update(r.metric_info)
+    tasks = {run.task for run in runs}
+    return System(label=label, runs=runs, task=runs[0].task if len(tasks) == 1 else "/".join(sorted(tasks)),
+                  cluster_by=res[0].cluster_by if res else None, ids=ids,
+                  meta={i: per_run[0][i].meta for i in ids}, values=values, metric_info=info,
+                  breakdown_keys=list(dict.fromkeys(k for r in res for k in r.breakdown)),
+                  result_metrics={m for r in res for m in r.metrics})
+
+
+# ---- comparing --------------------------------------------------------------------------------------
+def _spec(name: str, a: System, b: System) -> MetricSpec:
+    return metric_spec(name, a.metric_info.get(name) or b.metric_info.get(name))
+
+
+def _slices(a: System, b: System, ids: list[str]) -> list[tuple[str, list[str]]]:
+    out = [("all", ids)]
+    for key in dict.fromkeys(a.breakdown_keys + b.breakdown_keys):
+        vals = sorted({str(a.meta[i][key]) for i in ids if key in a.meta[i]})
+        out.extend((f"{key}={v}", [i for i in ids if str(a.meta[i].get(key)) == v]) for v in vals)
+    return out
+
+
+def _corpus_comparison(spec: MetricSpec, a: System, b: System, ids: list[str], *, n_resamples: int,
+                       seed: int) -> tuple[float, float, float, float, float, int, str]:
+    """Corpus statistic of the per-example form: paired bootstrap CI and a paired swap permutation p-value."""
+    from scipy import stats
+
+    pa, pb = _index(a, ids), _index(b, ids)
+    va = a.values[spec.per_example_name].mean(axis=0)[pa]
+    vb = b.values[spec.per_example_name].mean(axis=0)[pb]
+    ok = ~(np.isnan(va) | np.isnan(vb))
+    va, vb = va[ok], vb[ok]
+    f = spec.corpus
+
+    def stat(x, y):
+        return f(list(x)) - f(list(y))
+
+    rng = np.random.default_rng(seed)
+    ci = stats.bootstrap((va, vb), stat, paired=True, vectorized=False, n_resamples=n_resamples,
+                         method="percentile", random_state=rng).confidence_interval
+    p = stats.permutation_test((va, vb), stat, permutation_type="samples", vectorized=False,
+                               n_resamples=n_resamples, random_state=rng).pvalue
+    return f(list(va)), f(list(vb)), float(ci.low), float(ci.high), float(p), int(ok.sum()), \
+        f"corpus statistic of '{spec.per_example_name}', examples resampled ({n_resamples} resamples)"
+
+
+def _index(s: System, ids: list[str]) -> np.ndarray:
+    pos = {i: k for k, i in enumerate(s.ids)}
+    return np.array([pos[i] for i in ids], dtype=int)
+
+
+def compare_pair(a: System, b: System, *, metrics: Optional[Sequence[str]] = None, test: str = "auto",
+                 n_resamples: Optional[int] = None, seed: int = 0, slices: bool = True,
+                 level: float = 0.95) -> list[Comparison]:
+    """Uncorrected comparisons of two systems of one task, per metric and slice (p_adjusted left NaN)."""
+    if a.task != b.task:
+        raise CompareError(f"runs '{a.label}' (task {a.task}) and '{b.label}' (task {b.task}) are of different tasks; "
+                           "compare runs of one task")
+    in_b = set(b.ids)
+    ids = [i for i in a.ids if i in in_b]
+    if not ids:
+        raise CompareError(f"runs '{a.label}' ({len(a.ids)} examples) and '{b.label}' ({len(b.ids)} examples) share no "
+                           "example ids; were they run on the same data and split?")
+    note = ""
+    if len(ids) != len(a.ids) or len(ids) != len(b.ids):
+        note = f"compared on the {len(ids)} shared ids ({a.label}: {len(a.ids)}, {b.label}: {len(b.ids)})"
+    shared = [m for m in a.values if m in b.values]
+    names = shared if metrics is None else list(metrics)
+    cluster_by = a.cluster_by or b.cluster_by
+    out: list[Comparison] = []
+    for m in names:
+        spec = _spec(m, a, b)
+        for sl, sub in (_slices(a, b, ids) if slices else [("all", ids)]):
+            base = dict(run_a=a.label, run_b=b.label, metric=m, slice=sl, higher_is_better=spec.higher_is_better,
+                        seeds_a=a.k, seeds_b=b.k, task=a.task, cluster_by=cluster_by)
+            if spec.aggregation == "corpus":
+                out.append(_corpus_record(spec, a, b, sub, base, n_resamples, seed, note))
+                continue
+            out.append(_mean_record(m, spec, a, b, sub, base, test=test, n_resamples=n_resamples, seed=seed,
+                                    level=level, note=note, cluster_by=cluster_by))
+    return out
+
+
+def _corpus_record(spec, a, b, ids, base, n_resamples, seed, note) -> Comparison:
+    have = spec.per_example_name and spec.corpus and spec.per_example_name in a.values \
+        and spec.per_example_name in b.values
+    if not have:
+        return Comparison(**base, n=0, mean_a=math.nan, mean_b=math.nan, diff=math.nan, ci_low=math.nan,
+                          ci_high=math.nan, test="none", p_value=math.nan, n_examples=len(ids),
+                          note="not comparable per example (corpus metric without a per-example form)")
+    ma, mb, lo, hi, p, n, how = _corpus_comparison(spec, a, b, ids, n_resamples=n_resamples or 1999, seed=seed)
+    return Comparison(**base, n=n, mean_a=ma, mean_b=mb, diff=ma - mb, ci_low=lo, ci_high=hi, test="permutation",
+                      p_value=p, n_examples=n, n_resamples=n_resamples or 1999, note="; ".join(filter(None, [note, how])))
+
+
+def _mean_record(m, spec, a, b, ids, base, *, test, n_resamples, seed, level, note, cluster_by) -> Comparison:
+    pa, pb = _index(a, ids), _index(b, ids)
+    va, vb = a.values[m][:, pa], b.values[m][:, pb]
+    ok = ~(np.isnan(va).any(axis=0) | np.isnan(vb).any(axis=0))
+    notes = [note] if note else []
+    if (~ok).any():
+        notes.append(f"{int((~ok).sum())} example(s) undefined in a run left out")
+    kept = [i for i, keep in zip(ids, ok) if keep]
+    pool_a, pool_b = pool_seeds(va[:, ok]), pool_seeds(vb[:, ok])
+    d_by_seed_share = None
+    labels = [str(a.meta[i].get(cluster_by, i)) if cluster_by else i for i in kept]
+    xa, _ = cluster_means(pool_a.means, labels)
+    xb, _ = cluster_means(pool_b.means, labels)
+    n = len(xa)
+    if n == 0:
+        return Comparison(**base, n=0, mean_a=math.nan, mean_b=math.nan, diff=math.nan, ci_low=math.nan,
+                          ci_high=math.nan, test="none", p_value=math.nan, n_examples=0,
+                          note="; ".join(notes + ["no example defined in both runs"]))
+    if a.k > 1 or b.k > 1:
+        var_d = float(np.var(xa - xb, ddof=1)) if n > 1 else 0.0
+        seed_part = pool_a.within_var / pool_a.k + pool_b.within_var / pool_b.k
+        d_by_seed_share = seed_part / var_d if var_d > 0 else None
+    binary = spec.binary and is_binary(xa, xb)
+    if test == "mcnemar" and not is_binary(xa, xb):
+        raise CompareError(f"--test mcnemar needs 0/1 values per unit, but metric '{m}' has others "
+                           "(or clusters average them); use --test permutation")
+    res = paired_test(xa, xb, test, binary=binary, n_resamples=n_resamples, seed=seed)
+    lo, hi = paired_bootstrap_ci(xa, xb, n_resamples=n_resamples or 9999, level=level, seed=seed)
+    if res.note and res.test == "mcnemar":
+        notes.append(res.note)
+    diff = float(xa.mean() - xb.mean())
+    return Comparison(**base, n=n, mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=diff, ci_low=lo,
+                      ci_high=hi, test=res.test, p_value=res.p_value, n_examples=len(kept),
+                      seed_var_share=d_by_seed_share, n_resamples=res.n_resamples, p_mc_se=res.mc_se,
+                      note="; ".join(notes), units_a=xa, units_b=xb)
+
+
+def correct(comparisons: list[Comparison], method: str = "holm", alpha: float = 0.05) -> list[Comparison]:
+    """Fill p_adjusted / significant / better across the whole family (in place; returns the list)."""
+    adj, rej = adjust([c.p_value for c in comparisons], method=method, alpha=alpha)
+    for c, p, r in zip(comparisons, adj, rej):
+        c.p_adjusted, c.significant = float(p), bool(r)
+        c.better = None
+        if r and c.diff != 0:
+            a_wins = (c.diff > 0) == c.higher_is_better
+            c.better = c.run_a if a_wins else c.run_b
+    return comparisons
+
+
+def compare_runs(paths_or_systems: Sequence[Any], *, metrics: Optional[Sequence[str]] = None, test: str = "auto",
+                 correction: str = "holm", alpha: float = 0.05, n_resamples: Optional[int] = None, seed: int = 0,
+                 slices: bool = True, pool_seeds_: bool = False, progress: bool = False) -> list[Comparison]:
+    """Every pair of runs of one task that share ids, per metric and slice, corrected across the whole invocation."""
+    systems = (list(paths_or_systems) if paths_or_systems and isinstance(paths_or_systems[0], System)
+               else load_systems(paths_or_systems, pool_seeds_=pool_seeds_))
+    if len(systems) < 2:
+        raise CompareError(f"need at least two runs to compare, found {len(systems)}"
+                           + (f" ({systems[0].label})" if systems else ""))
+    if metrics:
+        _check_metrics(metrics, systems)
+    pairs = [(a, b) for a, b in itertools.combinations(systems, 2) if a.task == b.task]
+    if not pairs:
+        a, b = systems[0], systems[1]
+        raise CompareError(f"runs '{a.label}' (task {a.task}) and '{b.label}' (task {b.task}) are of different tasks; "
+                           "compare runs of one task")
+    out: list[Comparison] = []
+    skipped = []
+    if progress:
+        from tqdm.auto import tqdm
+
+        pairs = tqdm(pairs, desc="compare", unit="pair")
+    for a, b in pairs:
+        if not set(a.ids) & set(b.ids):
+            skipped.append((a, b))
+            continue
+        names = None if not metrics else [m for m in metrics if m in a.values and m in b.values
+                                           or _corpus_ok(m, a, b)]
+        out.extend(compare_pair(a, b, metrics=names, test=test, n_resamples=n_resamples, seed=seed, slices=slices))
+    if not out:
+        a, b = skipped[0]
+        compare_pair(a, b)  # raises the no-shared-ids error
+    for a, b in skipped:
+        log.warning("runs '%s' and '%s' share no example ids: not compared", a.label, b.label)
+    correct(out, method=correction, alpha=alpha)
+    if n_resamples is None:
+        refine_monte_carlo(out, method=correction, alpha=alpha, seed=seed)
+    return out
+
+
+def refine_monte_carlo(comparisons: list[Comparison], *, method: str, alpha: float, seed: int = 0,
+                       max_resamples: int = MAX_REFINED_RESAMPLES) -> list[Comparison]:
+    """Add permutations to every Monte Carlo p-value whose verdict after correction is within its Monte Carlo
+    error (3 standard errors, with at least 1/B for a p at its floor), then correct again; up to max_resamples."""
+    for _ in range(8):
+        unsure = []
+        for c in comparisons:
+            if c.n_resamples is None or c.test != "permutation" or c.units_a is None or not math.isfinite(c.p_value):
+                continue
+            factor = c.p_adjusted / c.p_value if c.p_value > 0 else 1.0
+            se = math.sqrt(max(c.p_value, 1.0 / c.n_resamples) * (1 - c.p_value) / c.n_resamples)
+            if (c.p_value - 3 * se) * factor < alpha <= (c.p_value + 3 * se) * factor and c.n_resamples < max_resamples:
+                unsure.append(c)
+        if not unsure:
+            break
+        for c in unsure:
+            b = min(max_resamples, 4 * c.n_resamples)
+            res = sign_flip_test(c.units_a, c.units_b, n_resamples=b, seed=seed)
+            c.p_value, c.n_resamples, c.p_mc_se = res.p_value, res.n_resamples, res.mc_se
+        correct(comparisons, method=method, alpha=alpha)
+    return comparisons
+
+
+def _corpus_ok(m: str, a: System, b: System) -> bool:
+    return m in a.result_metrics and m in b.result_metrics and _spec(m, a, b).aggregation == "corpus"
+
+
+def _check_metrics(metrics: Sequence[str], systems: list[System]) -> None:
+    known = sorted({m for s in systems for m in s.values} | {m for s in systems for m in s.result_metrics})
+    for m in metrics:
+        if m not in known:
+            raise CompareError(f"Unknown metric '{m}' for these runs.{suggest(m, known)} Metrics they have: "
+                               f"{', '.join(known)}")
+
+
+def letters(comparisons: Sequence[Comparison], metric: str, slice: str = "all",
+            order: Optional[Sequence[str]] = None) -> dict[str, str]:
+    """Compact letter display for one metric and slice: rows best-first; rows sharing a letter are not
+    significantly different after the correction already applied to `comparisons`."""
+    comps = [c for c in comparisons if c.metric == metric and c.slice == slice and c.test != "none"]
+    if not comps:
+        raise CompareError(f"no comparisons of metric '{metric}' on slice '{slice}'")
+    if order is None:
+        means: dict[str, list[float]] = {}
+        for c in comps:
+            means.setdefault(c.run_a, []).append(c.mean_a)
+            means.setdefault(c.run_b, []).append(c.mean_b)
+        sign = -1.0 if comps[0].higher_is_better else 1.0
+        order = sorted(means, key=lambda r: sign * float(np.mean(means[r])))
+    return compact_letters(order, [(c.run_a, c.run_b) for c in comps if c.significant])
+
+
+# ---- terminal and JSON ----------------------------------------------------------------------------------
+def _fmt(x: Optional[float], digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    s = f"{x:.{digits}f}"
+    return "0." + "0" * digits if s.startswith("-") and float(s) == 0 else s
+
+
+def _fmt_p(p: Optional[float]) -> str:
+    if p is None or not math.isfinite(p):
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def print_table(comparisons: Sequence[Comparison], correction: str, console=None) -> None:
+    """A rich table of the comparisons."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    t = Table(title=f"paired comparisons (diff = a - b; 95% paired bootstrap CI; p adjusted: {correction})")
+    for col in ("run a", "run b", "metric", "slice", "n", "mean a", "mean b", "diff", "95% CI", "test", "p", "p adj",
+                "verdict"):
+        t.add_column(col, justify="right" if col in ("n", "mean a", "mean b", "diff", "p", "p adj") else "left")
+    for c in comparisons:
+        verdict = f"{c.better} better" if c.better else ("n.s." if c.test != "none" else c.note)
+        t.add_row(c.run_a, c.run_b, c.metric, c.slice, str(c.n), _fmt(c.mean_a), _fmt(c.mean_b), _fmt(c.diff),
+                  f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
+                  verdict)
+    console.print(t)
+    for note in dict.fromkeys(c.note for c in comparisons if c.note and c.test != "none"):
+        console.print(f"note: {note}")
+
+
+def write_json(comparisons: Sequence[Comparison], path: str | Path) -> None:
+    """One JSON record per (pair, metric, slice)."""
+    Path(path).write_text(json.dumps([c.to_dict() for c in comparisons], indent=1) + "\n", encoding="utf-8")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line arguments."""
+    p = argparse.ArgumentParser(prog="python -m recbench.compare", description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", help="run dirs or sweep dirs")
+    p.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: all shared)")
+    p.add_argument("--test", default="auto", choices=("auto", "permutation", "wilcoxon", "mcnemar", "t"),
+                   help="auto = exact McNemar for 0/1 metrics, else sign-flip permutation")
+    p.add_argument("--correction", default="holm", choices=("holm", "bh", "none"))
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--json", dest="json_path", help="write one record per (pair, metric, slice) to this file")
+    p.add_argument("--resamples", type=int, default=None,
+                   help="bootstrap and permutation resamples (default: 9999 bootstrap; permutation adaptive, p to 3 "
+                        "decimals below 0.2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pool-seeds", action="store_true",
+                   help="runs that differ only in the seed are one row, averaged per example (Miller 2024)")
+    p.add_argument("--no-slices", action="store_true", help="overall only, no breakdown slices")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """CLI entry: compare, print the table, optionally write JSON; exit 2 with one line on bad input."""
+    args = build_parser().parse_args(argv)
+    try:
+        comps = compare_runs(args.runs, metrics=args.metric, test=args.test, correction=args.correction,
+                             alpha=args.alpha, n_resamples=args.resamples, seed=args.seed,
+                             slices=not args.no_slices, pool_seeds_=args.pool_seeds, progress=True)
+    except (CompareError, SchemaError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_table(comps, args.correction)
+    if args.json_path:
+        write_json(comps, args.json_path)
+        print(f"wrote {len(comps)} records to {args.json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Paired tests of two systems on the same units: bootstrap CI of the mean difference and two-sided p-values."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+TESTS = ("permutation", "mcnemar", "wilcoxon", "t")
+#: Monte Carlo standard error aimed at for permutation p-values below REFINE_BELOW (p to 3 decimals)
+TARGET_MC_SE = 0.0005
+REFINE_BELOW = 0.2
+FIRST_RESAMPLES = 10_000
+MAX_RESAMPLES = 200_000
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """A two-sided p-value, the test that gave it, and how it was computed."""
+
+    test: str
+    p_value: float
+    n_resamples: int | None = None  # Monte Carlo permutations used; None = exact or analytic
+    mc_se: float | None = None  # Monte Carlo standard error of p_value; None = exact or analytic
+    note: str = ""
+
+
+def _pair(a, b) -> tuple[np.ndarray, np.ndarray]:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired values need two 1-D arrays of one length, got shapes {a.shape} and {b.shape}")
+    if np.isnan(a).any() or np.isnan(b).any():
+        raise ValueError("paired values contain NaN: drop undefined examples before testing")
+    return a, b
+
+
+def _mean_diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+
+def paired_bootstrap_ci(a, b, *, n_resamples: int = 9999, level: float = 0.95, seed: int = 0,
+                        method: str = "percentile") -> tuple[float, float]:
+    """Percentile CI of mean(a) - mean(b), resampling units with the same draw for both (scipy.stats.bootstrap, paired)."""
+    a, b = _pair(a, b)
+    if len(a) < 2:
+        return (math.nan, math.nan)
+    d = a - b
+    if np.all(d == d[0]):  # every resample gives the same difference
+        return (float(d[0]), float(d[0]))
+    res = stats.bootstrap((a, b), _mean_diff, paired=True, vectorized=True, n_resamples=n_resamples,
+                          confidence_level=level, method=method, random_state=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _sum_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.sum(x, axis=axis)
+
+
+def _sign_flip(d: np.ndarray, n_resamples: int, seed: int):
+    return stats.permutation_test((d,), _sum_stat, permutation_type="samples", vectorized=True,
+                                  n_resamples=n_resamples, alternative="two-sided",
+                                  random_state=np.random.default_rng(seed), batch=10_000)
+
+
+def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> TestResult:
+    """Two-sided paired sign-flip permutation test of mean(a - b) = 0 (scipy.stats.permutation_test, samples).
+
+    Units whose difference is 0 are dropped (flipping them changes nothing). Exact when 2^n <= the resamples;
+    otherwise seeded Monte Carlo: n_resamples=None starts at 10,000 and, when p < 0.2, adds resamples until the
+    Monte Carlo standard error is at most 0.0005 (capped at 200,000).
+    """
+    a, b = _pair(a, b)
+    d = a - b
+    d = d[d != 0]
+    if len(d) == 0:
+        return TestResult("permutation", 1.0, note="all differences are 0")
+    fixed = n_resamples is not None
+    n_res = int(n_resamples) if fixed else FIRST_RESAMPLES
+    exact = 2 ** min(len(d), 64) <= n_res
+    res = _sign_flip(d, n_res, seed)
+    p = float(res.pvalue)
+    if exact:
+        return TestResult("permutation", p, note="exact")
+    if not fixed and p < REFINE_BELOW:
+        needed = int(math.ceil(p * (1 - p) / TARGET_MC_SE ** 2))
+        if needed > n_res:
+            n_res = min(MAX_RESAMPLES, max(needed, 2 * n_res))
+            if 2 ** min(len(d), 64) <= n_res:
+                return TestResult("permutation", float(_sign_flip(d, n_res, seed).pvalue), note="exact")
+            p = float(_sign_flip(d, n_res, seed).pvalue)
+    return TestResult("permutation", p, n_resamples=n_res, mc_se=math.sqrt(p * (1 - p) / n_res))
+
+
+def is_binary(*arrays) -> bool:
+    """True when every value is 0 or 1."""
+    return all(np.isin(np.asarray(x, dtype=float), (0.0, 1.0)).all() for x in arrays)
+
+
+def mcnemar_test(a, b) -> TestResult:
+    """Exact McNemar test for 0/1 outcomes: a two-sided binomial test (p=1/2) on the discordant pairs."""
+    a, b = _pair(a, b)
+    if not is_binary(a, b):
+        raise ValueError("McNemar's test needs 0/1 values; use the permutation test for other metrics")
+    only_a = int(np.sum((a == 1) & (b == 0)))
+    only_b = int(np.sum((a == 0) & (b == 1)))
+    if only_a + only_b == 0:
+        return TestResult("mcnemar", 1.0, note="no discordant pairs")
+    return TestResult("mcnemar", float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue),
+                      note=f"discordant {only_a}/{only_b}")
+
+
+def wilcoxon_test(a, b) -> TestResult:
+    """Wilcoxon signed-rank test of the paired differences (scipy.stats.wilcoxon; zero differences dropped)."""
+    a, b = _pair(a, b)
+    d = a - b
+    if not np.any(d != 0):
+        return TestResult("wilcoxon", 1.0, note="all differences are 0")
+    return TestResult("wilcoxon", float(stats.wilcoxon(d, zero_method="wilcox").pvalue))
+
+
+def t_test(a, b) -> TestResult:
+    """Paired Student t-test (scipy.stats.ttest_rel), as IR toolkits such as ranx report it."""
+    a, b = _pair(a, b)
+    d = a - b
+    if np.all(d == d[0]):
+        return TestResult("t", 1.0 if d[0] == 0 else 0.0, note="constant differences")
+    return TestResult("t", float(stats.ttest_rel(a, b).pvalue))
+
+
+def paired_test(a, b, test: str = "auto", *, binary: bool = False, n_resamples: int | None = None,
+                seed: int = 0) -> TestResult:
+    """The requested test; 'auto' = exact McNemar for 0/1 metrics, else the sign-flip permutation test."""
+    if test == "auto":
+        test = "mcnemar" if binary and is_binary(a, b) else "permutation"
+    if test == "permutation":
+        return sign_flip_test(a, b, n_resamples=n_resamples, seed=seed)
+    if test == "mcnemar":
+        return mcnemar_test(a, b)
+    if test == "wilcoxon":
+        return wilcoxon_test(a, b)
+    if test == "t":
+        return t_test(a, b)
+    raise ValueError(f"unknown test '{test}': choose one of auto, {', '.join(TESTS)}")

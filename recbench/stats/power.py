@@ -1,0 +1,44 @@
+"""Power of the paired comparison: the power for an effect, and the minimum detectable difference for n.
+
+The paired t-test with n units (clusters) and sd of the paired unit differences: the statistic is noncentral t
+with n-1 degrees of freedom and noncentrality delta/sd*sqrt(n); both tails count (two-sided). The normal
+approximation (z_{1-alpha/2} + z_{power}) * sd / sqrt(n) is given too; it is smaller for small n.
+"""
+from __future__ import annotations
+
+import math
+
+from scipy import optimize, stats
+
+
+def power(effect: float, n: int, sd: float, alpha: float = 0.05) -> float:
+    """Power of a two-sided paired t-test at level alpha to detect a true mean difference `effect`."""
+    if n < 2 or sd <= 0:
+        raise ValueError(f"power needs n >= 2 units and sd > 0, got n={n}, sd={sd}")
+    df = n - 1
+    nc = abs(effect) / sd * math.sqrt(n)
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+
+
+def min_detectable_difference(n: int, sd: float, power_target: float = 0.8, alpha: float = 0.05) -> float:
+    """Smallest true paired mean difference detected with `power_target` by a two-sided paired t-test (noncentral t)."""
+    if not 0 < power_target < 1:
+        raise ValueError(f"power_target must be in (0, 1), got {power_target}")
+    lo, hi = 0.0, sd
+    while power(hi, n, sd, alpha) < power_target:
+        hi *= 2
+    if power(lo, n, sd, alpha) >= power_target:
+        return 0.0
+    return float(optimize.brentq(lambda d: power(d, n, sd, alpha) - power_target, lo, hi, xtol=1e-12))
+
+
+def min_detectable_difference_normal(n: int, sd: float, power_target: float = 0.8, alpha: float = 0.05) -> float:
+    """Normal approximation of the minimum detectable difference: (z_{1-alpha/2} + z_power) * sd / sqrt(n)."""
+    return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power_target)) * sd / math.sqrt(n))
+
+
+def paired_sd_with_seeds(sd_between: float, seed_var_a: float = 0.0, seed_var_b: float = 0.0, k: int = 1) -> float:
+    """sd of a unit's paired difference when each system's score is the mean of k seeds (Miller 2024, sec. 4):
+    sqrt(sd_between^2 + (seed_var_a + seed_var_b) / k), sd_between being the sd of the expected differences."""
+    return math.sqrt(sd_between ** 2 + (seed_var_a + seed_var_b) / max(1, k))
