@@ -1,4 +1,9 @@
-"""OpenAI-compatible backend (vLLM serve, llama.cpp server, hosted APIs): async, bounded concurrency, timeouts, retries."""
+"""OpenAI-compatible backend (vLLM serve, llama.cpp server, hosted APIs): a window of requests in flight, retries.
+
+The HTTP client is a plain keep-alive pool (`recbench.backends.transport`: aiohttp, else httpx); the `openai`
+SDK is not used, because its per-request CPU cost was several times the latency of a local server
+(benchmarks/bench_openai_client.py measures both).
+"""
 from __future__ import annotations
 
 import asyncio
@@ -10,11 +15,14 @@ import random
 import threading
 import time
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
-from recbench.backends.base import Backend
+from recbench.backends.base import Backend, BackendUnavailable
 from recbench.backends.retry import RetryPolicy, parse_retry_after, retryable_status
+from recbench.backends.transport import ConnectFailure, HttpReply, ReadTimeout, Transport, TransportError
+from recbench.backends.transport import available as transport_available
+from recbench.backends.transport import make_transport
 from recbench.types import Request, Response
 
 log = logging.getLogger(__name__)
@@ -22,6 +30,38 @@ log = logging.getLogger(__name__)
 #: how constraints travel: "vllm" (the `structured_outputs` request field: choice, json, regex), "openai"
 #: (standard `response_format` json_schema; choice/regex are not enforced, counted), "none" (never sent)
 CONSTRAINT_MODES = ("vllm", "openai", "none")
+
+#: hosts of hosted APIs (a host matches itself and its subdomains). Their model names are globally unique, so
+#: the cache identity keeps only scheme+host+path; any other server's identity includes its full base URL.
+HOSTED_API_HOSTS = (
+    "api.openai.com", "openai.azure.com", "api.anthropic.com", "generativelanguage.googleapis.com",
+    "aiplatform.googleapis.com", "api.deepseek.com", "api.together.xyz", "api.together.ai", "api.mistral.ai",
+    "api.groq.com", "openrouter.ai", "api.lingyiwanwu.com", "api.01.ai", "api.fireworks.ai", "api.perplexity.ai",
+    "api.x.ai", "api.cohere.com", "api.cohere.ai", "dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com",
+    "api.moonshot.cn", "api.moonshot.ai", "open.bigmodel.cn", "api.deepinfra.com", "models.inference.ai.azure.com",
+    "models.github.ai", "router.huggingface.co", "api-inference.huggingface.co", "api.cerebras.ai",
+    "api.sambanova.ai", "api.hyperbolic.xyz", "api.novita.ai", "api.siliconflow.cn", "ark.cn-beijing.volces.com",
+)
+
+
+def is_hosted(base_url: str) -> bool:
+    """True when base_url points at a well-known hosted API (HOSTED_API_HOSTS), not a self-run server."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return any(host == h or host.endswith("." + h) for h in HOSTED_API_HOSTS)
+
+
+def server_identity(base_url: str) -> str:
+    """The server part of the cache identity: scheme://host/path for hosted APIs, scheme://host:port/path otherwise.
+
+    Never the user-info or query of the URL (they may hold credentials).
+    """
+    u = urlsplit(base_url.strip())
+    scheme, host, path = u.scheme.lower(), (u.hostname or "").lower(), u.path.rstrip("/")
+    if is_hosted(base_url):
+        return f"{scheme}://{host}{path}"
+    port = u.port or {"http": 80, "https": 443}.get(scheme, 0)
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{port}{path}"
 
 
 class _Failure(Exception):
@@ -34,7 +74,7 @@ class _Failure(Exception):
 
 
 class OpenAIBackend(Backend):
-    """Chat completions against any OpenAI-compatible `base_url`, many requests in flight on one event loop."""
+    """Chat completions against any OpenAI-compatible `base_url`, `concurrency` requests in flight on one event loop."""
 
     kind = "openai"
 
@@ -56,9 +96,14 @@ class OpenAIBackend(Backend):
         extra_body: Optional[dict[str, Any]] = None,
         batch_size: Optional[int] = None,
         seed_param: bool = True,
+        max_consecutive_failures: int = 5,
+        transport: str = "auto",
     ):
         if constraints not in CONSTRAINT_MODES:
             raise ValueError(f"constraints must be one of {CONSTRAINT_MODES}, got {constraints!r}")
+        if int(max_consecutive_failures) < 1:
+            raise ValueError(f"max_consecutive_failures must be >= 1, got {max_consecutive_failures!r} "
+                             "(model.backend.max_consecutive_failures)")
         self.model = model
         self.name = name or model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
@@ -71,6 +116,9 @@ class OpenAIBackend(Backend):
         else:
             key = "EMPTY"  # local servers (vLLM, llama.cpp) accept any key; never read from config files
         self._secret = key  # kept on the instance only: never logged, recorded, cached or put in identity()
+        self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                         "Accept": "application/json"}
+        self._url = self.base_url + "/chat/completions"
         self.revision = revision
         self.concurrency = max(1, int(concurrency))
         self.timeout_s = float(timeout_s)
@@ -79,48 +127,107 @@ class OpenAIBackend(Backend):
         self.constraints = constraints
         self.extra_body = dict(extra_body or {})
         self.seed_param = seed_param
+        self.max_consecutive_failures = int(max_consecutive_failures)
+        self.transport = transport_available(transport)
         self.batch_size = batch_size or max(16, self.concurrency * 4)
         self.stats: Counter = Counter()  # attempts, retries, successes, gave_up, status_<code>, timeouts, ...
         self._rng = random.Random(0)
         self._warned: set[str] = set()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="recbench-openai", daemon=True)
-        self._thread.start()
-        self._client = asyncio.run_coroutine_threadsafe(self._make_client(), self._loop).result()
-        self._sem = asyncio.run_coroutine_threadsafe(self._make_sem(), self._loop).result()
-
-    async def _make_client(self) -> Any:
-        from openai import AsyncOpenAI
-
-        # the client's own retries are off: this backend retries (bounded, jittered, Retry-After aware, counted)
-        return AsyncOpenAI(api_key=self._secret, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
-
-    async def _make_sem(self) -> asyncio.Semaphore:
-        return asyncio.Semaphore(self.concurrency)
+        self._loop = asyncio.new_event_loop()  # runs only inside stream()/generate()/close(), in the caller's thread
+        self._call_lock = threading.Lock()
+        self._client: Optional[Transport] = None
+        self._cond: Optional[asyncio.Condition] = None
+        self._alive = False  # a connection or an HTTP answer was seen since the last connection failure
+        self._probing = False  # one attempt is testing a server that is not known to be up
+        self._consecutive = 0  # connection failures since the last HTTP answer
+        self._dead: Optional[BackendUnavailable] = None
 
     # ---- identity and records ---------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        """Kind, served model id, optional revision, server host (scheme+host, no port or key)."""
-        u = urlsplit(self.base_url)
+        """Kind, served model id, optional revision, server (scheme+host+path; plus port for self-run servers)."""
         return {"kind": self.kind, "name": self.name, "model": self.model, "revision": self.revision,
-                "server": f"{u.scheme}://{u.hostname}{u.path}"}
+                "server": server_identity(self.base_url)}
 
     def effective_params(self) -> dict[str, Any]:
         """Endpoint, concurrency, timeout, retry policy, constraint mode, extra body fields (never the key)."""
         return {"base_url": self.base_url, "api_key_env": self.api_key_env, "concurrency": self.concurrency,
                 "timeout_s": self.timeout_s, "retry": dataclasses.asdict(self.policy),
-                "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size}
+                "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size,
+                "max_consecutive_failures": self.max_consecutive_failures, "transport": self.transport}
 
     # ---- generation -------------------------------------------------------------------------
     def generate(self, requests: list[Request]) -> list[Response]:
-        """Send all requests concurrently (at most `concurrency` in flight); same order out, errors as Responses."""
+        """Send all requests (at most `concurrency` in flight); same order out, errors as Responses."""
         if not requests:
             return []
-        fut = asyncio.run_coroutine_threadsafe(self._gather(requests), self._loop)
-        return fut.result()
+        out: dict[int, Response] = {}
+        todo = list(enumerate(requests))
+        index = {id(r): [] for r in requests}
+        for i, r in todo:
+            index[id(r)].append(i)
 
-    async def _gather(self, requests: list[Request]) -> list[Response]:
-        return list(await asyncio.gather(*(self._one(r) for r in requests)))
+        def next_requests(k: int) -> list[Request]:
+            batch, todo[:] = todo[:k], todo[k:]
+            return [r for _, r in batch]
+
+        def on_response(req: Request, resp: Response) -> None:
+            out[index[id(req)].pop(0)] = resp
+
+        self.stream(next_requests, on_response)
+        return [out[i] for i in range(len(requests))]
+
+    def stream(self, next_requests: Callable[[int], list[Request]],
+               on_response: Callable[[Request, Response], None]) -> None:
+        """Keep `concurrency` requests in flight, pulling new ones as answers arrive (no batch barrier).
+
+        `on_response` runs in the calling thread as each answer arrives; if it raises, everything in flight
+        is cancelled and the exception propagates. Raises BackendUnavailable after `max_consecutive_failures`
+        connection failures in a row (no request is sent after that).
+        """
+        if self._loop.is_closed():
+            raise RuntimeError("openai backend: stream() after close()")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            raise RuntimeError("openai backend: generate()/stream() called from inside on_response; "
+                               "make the requests available to next_requests instead")
+        with self._call_lock:
+            if running is None:
+                self._loop.run_until_complete(self._stream(next_requests, on_response))
+            else:  # the caller's thread already runs an event loop (e.g. Jupyter): run ours beside it, wait
+                _run_in_thread(lambda: self._loop.run_until_complete(self._stream(next_requests, on_response)))
+
+    async def _stream(self, next_requests: Callable[[int], list[Request]],
+                      on_response: Callable[[Request, Response], None]) -> None:
+        if self._client is None:
+            self._cond = asyncio.Condition()
+            self._client = make_transport(self.transport, self.concurrency, self.timeout_s, self._on_connect)
+        self._dead = None
+        tasks: dict[asyncio.Future, Request] = {}
+        pull = True  # False after a short pull: nothing new can appear before the next answer
+        try:
+            while True:
+                room = self.concurrency - len(tasks)
+                if pull and room > 0:
+                    batch = next_requests(room)
+                    if not batch and not tasks:
+                        return  # an empty pull with nothing in flight: done
+                    for req in batch:
+                        tasks[asyncio.ensure_future(self._one(req))] = req
+                    pull = len(batch) >= room
+                    continue
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    req = tasks.pop(t)
+                    on_response(req, t.result())  # t.result() raises BackendUnavailable
+                pull = True
+        finally:
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
 
     def _payload(self, req: Request) -> dict[str, Any]:
         sp = req.sampling
@@ -160,29 +267,27 @@ class OpenAIBackend(Backend):
                     self._warned.add(c.kind)
                     log.warning("openai backend (constraints=openai): %s constraints are not enforced by the server; "
                                 "answers rely on the prompt and the parser", c.kind)
-        if body:
-            kw["extra_body"] = body
-        return kw
+        return {**kw, **body}  # extra fields go at the top level of the JSON body (the SDK's extra_body)
 
     async def _one(self, req: Request) -> Response:
-        payload = self._payload(req)
+        body = json.dumps(self._payload(req), ensure_ascii=False).encode()
         last: Optional[_Failure] = None
         attempts = 0
         t_start = time.monotonic()
         for attempt in range(self.policy.max_retries + 1):
             attempts += 1
-            async with self._sem:
-                self.stats["attempts"] += 1
-                t0 = time.monotonic()
-                try:
-                    resp = await self._attempt(payload)
-                    resp.latency_s = time.monotonic() - t0
-                    self.stats["successes"] += 1
-                    return resp
-                except _Failure as f:
-                    last = f
-            if last.status is not None:
-                self.stats[f"status_{last.status}"] += 1
+            t0 = time.monotonic()
+            try:
+                resp = _parse(await self._send(body))
+                resp.latency_s = time.monotonic() - t0
+                self.stats["successes"] += 1
+                return resp
+            except _Failure as f:
+                last = f
+                if f.status is not None:
+                    self.stats[f"status_{f.status}"] += 1
+                if f.status == 200:
+                    self.stats["malformed"] += 1
             if not last.retryable or attempt == self.policy.max_retries:
                 break
             self.stats["retries"] += 1
@@ -190,47 +295,61 @@ class OpenAIBackend(Backend):
         assert last is not None
         self.stats["gave_up"] += 1
         what = f"HTTP {last.status}" if last.status is not None else "no HTTP status"
-        msg = (f"openai backend: POST {self.base_url}/chat/completions (model {self.model}) failed after "
+        msg = (f"openai backend: POST {self._url} (model {self.model}) failed after "
                f"{attempts} attempt(s) in {time.monotonic() - t_start:.1f}s; last error: {what}: {last}")
         return Response(error=self._scrub(msg), latency_s=time.monotonic() - t_start)
 
-    async def _attempt(self, payload: dict[str, Any]) -> Response:
-        import openai
-
+    async def _send(self, body: bytes) -> HttpReply:
+        """One HTTP attempt; while the server is not known to be up, only one attempt at a time probes it."""
+        assert self._client is not None and self._cond is not None
+        if self._dead:
+            raise self._dead
+        probe = False
+        if not self._alive:
+            async with self._cond:
+                while not self._alive and self._probing and not self._dead:
+                    await self._cond.wait()
+                if self._dead:
+                    raise self._dead
+                if not self._alive:
+                    self._probing = probe = True
         try:
-            # asyncio.wait_for is a second guard: slow-drip bodies can outlive httpx's per-read timeout
-            out = await asyncio.wait_for(self._client.chat.completions.create(**payload, timeout=self.timeout_s),
-                                         timeout=self.timeout_s + 1.0)
-        except (asyncio.TimeoutError, openai.APITimeoutError) as e:
-            self.stats["timeouts"] += 1
-            raise _Failure(f"timed out after {self.timeout_s:g}s ({type(e).__name__})", retryable=True) from None
-        except openai.APIStatusError as e:
-            status = e.status_code
-            raise _Failure(self._scrub(f"{type(e).__name__}: {_short(e.message)}"), retryable=retryable_status(status),
-                           status=status, retry_after=parse_retry_after(e.response.headers)) from None
-        except openai.APIConnectionError as e:
+            self.stats["attempts"] += 1
+            reply = await self._client.post(self._url, body, self._headers)
+        except ConnectFailure as e:
+            self._alive = False
+            self._consecutive += 1
             self.stats["connection_errors"] += 1
-            cause = e.__cause__ or e.__context__
-            raise _Failure(self._scrub(f"connection error: {type(cause).__name__ if cause else ''} {cause or e}"),
-                           retryable=True) from None
-        except (ValueError, openai.APIResponseValidationError) as e:  # truncated / malformed JSON body
-            self.stats["malformed"] += 1
-            raise _Failure(self._scrub(f"malformed response body: {type(e).__name__}: {_short(str(e))}"),
-                           retryable=True, status=200) from None
-        except openai.OpenAIError as e:
-            raise _Failure(self._scrub(f"{type(e).__name__}: {_short(str(e))}"), retryable=False) from None
-        if not getattr(out, "choices", None) or out.choices[0].message is None:
-            self.stats["malformed"] += 1
-            raise _Failure("response without choices", retryable=True, status=200)
-        ch = out.choices[0]
-        usage = getattr(out, "usage", None)
-        return Response(
-            text=ch.message.content or "",
-            finish_reason=ch.finish_reason or "stop",
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            logprobs=_logprobs(ch),
-        )
+            if self._consecutive >= self.max_consecutive_failures:
+                self._dead = BackendUnavailable(
+                    f"openai backend: no connection to {self.base_url} after {self._consecutive} consecutive "
+                    f"attempts (last: {self._scrub(str(e))}); start the server there or fix model.backend.base_url")
+                raise self._dead from None
+            raise _Failure(self._scrub(f"connection error: {e}"), retryable=True) from None
+        except ReadTimeout as e:
+            self.stats["timeouts"] += 1
+            raise _Failure(f"timed out after {self.timeout_s:g}s ({e})", retryable=True) from None
+        except TransportError as e:
+            raise _Failure(self._scrub(str(e)), retryable=False) from None
+        else:
+            self._consecutive = 0
+            await self._on_connect()
+        finally:
+            if probe:
+                async with self._cond:
+                    self._probing = False
+                    self._cond.notify_all()
+        if reply.status != 200:
+            raise _Failure(self._scrub(_error_text(reply)), retryable=retryable_status(reply.status),
+                           status=reply.status, retry_after=parse_retry_after(reply.headers))
+        return reply
+
+    async def _on_connect(self) -> None:
+        """A connection was made or an answer came back: let every waiting attempt go."""
+        if not self._alive and self._cond is not None:
+            async with self._cond:
+                self._alive = True
+                self._cond.notify_all()
 
     def _scrub(self, text: str) -> str:
         """Remove the API key from any text that might be recorded (some servers echo it in errors)."""
@@ -239,15 +358,86 @@ class OpenAIBackend(Backend):
         return text
 
     def close(self) -> None:
-        """Close the HTTP client and stop the event-loop thread."""
-        if not self._loop.is_closed() and self._thread.is_alive():
+        """Close the HTTP connections and the event loop."""
+        if self._loop.is_closed():
+            return
+        with self._call_lock:
             try:
-                asyncio.run_coroutine_threadsafe(self._client.close(), self._loop).result(timeout=10)
+                if self._client is not None:
+                    if _loop_running_here():
+                        _run_in_thread(lambda: self._loop.run_until_complete(self._client.aclose()))
+                    else:
+                        self._loop.run_until_complete(self._client.aclose())
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
+            self._client = None
             self._loop.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._loop.is_closed() and not self._loop.is_running() and not _loop_running_here():
+                self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown; nothing left to release
+            pass
+
+
+def _loop_running_here() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _run_in_thread(fn: Callable[[], Any]) -> Any:
+    """Run fn in a helper thread and wait for it (for callers whose thread already runs an event loop)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="recbench-openai")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _error_text(reply: HttpReply) -> str:
+    """The server's error message from an error answer (JSON `error.message`, else the body's start)."""
+    try:
+        data = json.loads(reply.body)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        msg = err.get("message", err) if isinstance(err, dict) else err
+    except ValueError:
+        msg = reply.body.decode("utf-8", "replace")
+    return _short(str(msg))
+
+
+def _parse(reply: HttpReply) -> Response:
+    """A Response from a 200 answer's JSON body; a truncated or malformed body is a retryable failure."""
+    try:
+        data = json.loads(reply.body)
+        ch = data["choices"][0]
+        msg = ch["message"]
+        text = msg.get("content") or ""
+        if not isinstance(text, str):
+            raise TypeError(f"message.content is {type(text).__name__}")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise _Failure(f"malformed response body: {type(e).__name__}: {_short(str(e))}", retryable=True,
+                       status=200) from None
+    usage = data.get("usage") or {}
+    return Response(
+        text=text,
+        finish_reason=ch.get("finish_reason") or "stop",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        logprobs=_logprobs(ch),
+    )
 
 
 def _short(s: str, n: int = 300) -> str:
@@ -255,11 +445,10 @@ def _short(s: str, n: int = 300) -> str:
     return s if len(s) <= n else s[:n] + "..."
 
 
-def _logprobs(choice: Any) -> Optional[list[dict[str, Any]]]:
+def _logprobs(choice: dict) -> Optional[list[dict[str, Any]]]:
     """[{token, logprob, top: {token: logprob}}] per generated token, the same shape the vllm backend returns."""
-    lp = getattr(choice, "logprobs", None)
-    content = getattr(lp, "content", None) if lp is not None else None
+    content = (choice.get("logprobs") or {}).get("content")
     if not content:
         return None
-    return [{"token": t.token, "logprob": t.logprob, "top": {x.token: x.logprob for x in (t.top_logprobs or [])}}
-            for t in content]
+    return [{"token": t["token"], "logprob": t["logprob"],
+             "top": {x["token"]: x["logprob"] for x in (t.get("top_logprobs") or [])}} for t in content]

@@ -70,6 +70,8 @@ def default_answer(messages: list[dict]) -> str:
         return "[User A]" if (a, 0) < (b, 1) else "[User B]"
     if "single number between 1 and 5" in text and users:
         return f"{min(5, max(1, round(users[0][1] + 0.5)))}"
+    if users:
+        return listwise_answer(messages)
     return "answer " + request_key(messages)[:12]
 
 
