@@ -33,13 +33,89 @@ def test_every_model_config_composes(name):
         assert float(m.price.prompt_per_1m) >= 0 and float(m.price.completion_per_1m) >= 0
 
 
-def test_catalogue_covers_the_papers():
-    papers = {n: list(compose_cfg(f"model={n}").model.get("papers") or []) for n in MODELS}
-    assert sum("perrec" in p for p in papers.values()) == 19
-    assert sum("recbench_plus" in p for p in papers.values()) >= 8
-    assert sum("llmrec" in p for p in papers.values()) >= 4
+#: PerRecBench Table 1 (Tan et al. 2025; github TamSiuhin/PerRecBench README): exactly these 19, with these ids
+PERREC_TABLE1 = {
+    "llama8b": "meta-llama/Llama-3.1-8B-Instruct", "llama70b": "meta-llama/Llama-3.1-70B-Instruct",
+    "llama405b": "meta-llama/Llama-3.1-405B-Instruct", "gemma9b": "google/gemma-2-9b-it",
+    "gemma27b": "google/gemma-2-27b-it", "qwen7b": "Qwen/Qwen2.5-7B-Instruct", "qwen14b": "Qwen/Qwen2.5-14B-Instruct",
+    "qwen32b": "Qwen/Qwen2.5-32B-Instruct", "qwen72b": "Qwen/Qwen2.5-72B-Instruct",
+    "qwen-coder32b": "Qwen/Qwen2.5-Coder-32B-Instruct", "ministral8b": "mistralai/Ministral-8B-Instruct-2410",
+    "mistral-nemo": "mistralai/Mistral-Nemo-Instruct-2407", "mixtral8x22b": "mistralai/Mixtral-8x22B-Instruct-v0.1",
+    "mistral-large": "mistralai/Mistral-Large-Instruct-2411", "deepseek-v3": "deepseek-chat",
+    "claude35-haiku": "claude-3-5-haiku-20241022", "claude35-sonnet": "claude-3-5-sonnet-20241022",
+    "gpt4o-mini": "gpt-4o-mini-2024-07-18", "gpt4o": "gpt-4o-2024-11-20",
+}
+#: RecBench+ (github jiani-huang/RecAssistBench eval_results/ and llm_results/ file names)
+RECBENCH_PLUS = {"gpt4o", "gpt4o-mini", "gemini15-pro", "claude35-sonnet", "llama70b", "deepseek-v3", "deepseek-r1"}
+LLMREC = {"gpt35-turbo", "chatglm6b", "llama2-7b", "alpaca7b", "vicuna13b"}
+
+
+def test_catalogue_is_the_papers_rosters():
+    papers = {n: set(compose_cfg(f"model={n}").model.get("papers") or []) for n in MODELS}
+    assert {n for n, p in papers.items() if "perrec" in p} == set(PERREC_TABLE1)
+    assert {n for n, p in papers.items() if "recbench_plus" in p} == RECBENCH_PLUS
+    assert {n for n, p in papers.items() if "llmrec" in p} == LLMREC
+    for n, model_id in PERREC_TABLE1.items():
+        m = compose_cfg(f"model={n}").model
+        assert m.backend.model == model_id, n
+        assert m.description and m.paper_name  # one-line description for `list models`; the paper's row label
     m = compose_cfg("model=llama70b").model
-    assert m.backend.model == "meta-llama/Llama-3.1-70B-Instruct" and m.backend.tensor_parallel_size == 4
+    assert m.backend.tensor_parallel_size == 4 and m.backend.dtype == "bfloat16"
+
+
+def test_open_models_have_a_vllm_preset_sized_for_them():
+    sizes = {"llama8b": 1, "qwen7b": 1, "qwen14b": 1, "ministral8b": 1, "mistral-nemo": 1, "gemma9b": 1,
+             "gemma27b": 2, "qwen32b": 2, "qwen-coder32b": 2, "llama70b": 4, "qwen72b": 4, "mixtral8x22b": 8,
+             "mistral-large": 8, "llama405b": 16}
+    for n, gpus in sizes.items():
+        m = compose_cfg(f"model={n}").model
+        b = m.backend
+        assert b._target_.endswith("VLLMBackend") and b.dtype == "bfloat16", n
+        assert b.tensor_parallel_size * b.pipeline_parallel_size == gpus == m.gpus, n
+    b = compose_cfg("model=llama405b").model.backend
+    assert (b.tensor_parallel_size, b.pipeline_parallel_size, b.distributed_executor_backend) == (8, 2, "ray")
+
+
+def test_gemma_entries_fold_the_system_prompt():
+    for n in MODELS:
+        b = compose_cfg(f"model={n}").model.backend
+        assert list(b.get("quirks") or []) == (["fold_system"] if "gemma-2" in str(b.get("model")) else []), n
+
+
+class _FakeLLM:
+    """Records the keyword arguments vllm.LLM would be built with (no engine is started)."""
+
+    built: list[dict] = []
+
+    def __init__(self, **kwargs):
+        _FakeLLM.built.append(kwargs)
+
+
+def test_parallel_config_reaches_the_engine_arguments(monkeypatch):
+    import sys
+    import types
+
+    from recbench.app import build_backend
+    from recbench.backends import vllm as vllm_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=_FakeLLM))
+    monkeypatch.setattr(vllm_backend, "_ENGINES", {})
+    _FakeLLM.built.clear()
+    cfg = compose_cfg("model=llama405b", "model.backend.max_model_len=8192")
+    backend = build_backend(cfg.model)
+    assert isinstance(backend, vllm_backend.VLLMBackend)
+    kw = _FakeLLM.built[-1]
+    assert kw["model"] == "meta-llama/Llama-3.1-405B-Instruct" and kw["dtype"] == "bfloat16"
+    assert (kw["tensor_parallel_size"], kw["pipeline_parallel_size"], kw["distributed_executor_backend"]) == (8, 2, "ray")
+    assert kw["max_model_len"] == 8192 and kw["generation_config"] == "vllm"
+    # 70B on one node with 8 GPUs: CLI overrides reach the engine; null executor is left to vLLM (not passed)
+    cfg = compose_cfg("model=llama70b", "model.backend.tensor_parallel_size=8")
+    build_backend(cfg.model)
+    kw = _FakeLLM.built[-1]
+    assert kw["tensor_parallel_size"] == 8 and kw["pipeline_parallel_size"] == 1
+    assert "distributed_executor_backend" not in kw
+    with pytest.raises(Exception, match="distributed_executor_backend: .slurm. is not one of"):
+        build_backend(compose_cfg("model=llama70b", "model.backend.distributed_executor_backend=slurm").model)
 
 
 def test_fields_override_from_the_command_line():
