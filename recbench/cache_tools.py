@@ -1,0 +1,140 @@
+"""`python -m recbench.cache merge SRC... DEST | stats PATH...`: combine per-job response caches, and describe them."""
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from recbench.cache import SCHEMA
+
+COLUMNS = "key, model, request, response, created"
+CHUNK = 2000
+
+
+def cache_files(paths: Iterable[str | Path]) -> list[Path]:
+    """SQLite cache files named directly, or found (*.sqlite, recursively) under named folders such as a sweep dir."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(q for q in p.rglob("*.sqlite") if q.is_file())
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"no cache file or folder at {p}")
+    return list(dict.fromkeys(q.resolve() for q in out))
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), timeout=60, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout=60000")
+    return conn
+
+
+def _check_table(conn: sqlite3.Connection, path: Path) -> None:
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(responses)")]
+    if cols[:5] != ["key", "model", "request", "response", "created"]:
+        raise ValueError(f"{path}: not a recbench response cache (table 'responses' has columns {cols or 'none'}; "
+                         f"expected {COLUMNS})")
+
+
+def merge(sources: Iterable[str | Path], dest: str | Path, progress: bool = True) -> dict[str, Any]:
+    """Copy every row of the source caches into DEST (created if absent); a key DEST already holds is kept as is.
+
+    Keys are content hashes of (model identity, request), so the same key means the same question to the same model:
+    which copy is kept does not change what a later run is served. Returns {rows_before, rows_after, sources: [...]}.
+    """
+    from tqdm.auto import tqdm
+
+    dest = Path(dest)
+    srcs = [s for s in cache_files(sources) if s != dest.resolve()]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    out = _connect(dest)
+    out.execute("PRAGMA journal_mode=WAL")
+    out.execute(SCHEMA)
+    _check_table(out, dest)
+    before = out.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    report = []
+    for src in tqdm(srcs, desc="merging caches", unit="file", disable=not progress):
+        conn = _connect(src)
+        _check_table(conn, src)
+        read = added = 0
+        cur = conn.execute(f"SELECT {COLUMNS} FROM responses")
+        while rows := cur.fetchmany(CHUNK):
+            out.execute("BEGIN IMMEDIATE")
+            n0 = out.total_changes
+            out.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?)", rows)
+            added += out.total_changes - n0
+            out.execute("COMMIT")
+            read += len(rows)
+        conn.close()
+        report.append({"path": str(src), "rows": read, "added": added})
+    after = out.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    out.close()
+    return {"dest": str(dest), "rows_before": before, "rows_after": after, "sources": report}
+
+
+def stats(path: str | Path) -> dict[str, Any]:
+    """Rows, size on disk, time span, and rows per model name of one cache file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no cache file at {path}")
+    conn = _connect(path)
+    _check_table(conn, path)
+    n, first, last = conn.execute("SELECT COUNT(*), MIN(created), MAX(created) FROM responses").fetchone()
+    per_model = dict(conn.execute("SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY COUNT(*) DESC"))
+    conn.close()
+    size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.is_file())
+    return {"path": str(path), "rows": n, "bytes": size, "first_created": first, "last_created": last,
+            "models": per_model}
+
+
+def _fmt_time(t: Optional[float]) -> str:
+    import time
+
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """CLI: merge SRC... DEST (files or folders of *.sqlite) | stats PATH... [--json]."""
+    ap = argparse.ArgumentParser(prog="python -m recbench.cache",
+                                 description="Merge per-job response caches into one, or describe caches.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("merge", help="copy the rows of SRC caches (files, or folders searched for *.sqlite) into DEST")
+    m.add_argument("paths", nargs="+", metavar="SRC... DEST")
+    m.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s = sub.add_parser("stats", help="rows, size, time span and rows per model of each cache")
+    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--json", action="store_true", help="print as JSON")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "merge":
+            if len(args.paths) < 2:
+                ap.error("merge needs at least one SRC and a DEST")
+            res = merge(args.paths[:-1], args.paths[-1], progress=not args.json)
+            if args.json:
+                print(json.dumps(res, indent=1))
+            else:
+                for r in res["sources"]:
+                    print(f"{r['path']}: {r['rows']} rows, {r['added']} new")
+                print(f"{res['dest']}: {res['rows_before']} -> {res['rows_after']} rows "
+                      f"({len(res['sources'])} source file(s))")
+        else:
+            all_stats = [stats(p) for p in cache_files(args.paths)]
+            if args.json:
+                print(json.dumps(all_stats, indent=1))
+            for st in [] if args.json else all_stats:
+                print(f"{st['path']}: {st['rows']} rows, {st['bytes'] / 1e6:.1f} MB, "
+                      f"{_fmt_time(st['first_created'])} .. {_fmt_time(st['last_created'])}")
+                for model, k in st["models"].items():
+                    print(f"  {k:>9}  {model}")
+    except (FileNotFoundError, ValueError, sqlite3.DatabaseError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
