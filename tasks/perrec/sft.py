@@ -23,6 +23,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from recbench.tasks.perrec.methods import LABELS, PAIR_CHOICES, presentation_order
+from recbench.training.lora import load_base, lora_config
 from recbench.types import Example
 
 FORMATS = ("pointwise", "pairwise", "listwise")
@@ -95,28 +96,6 @@ def export(data_dir: str, out: str, formats: Sequence[str] = ("mixed",), split: 
 
 
 # ---- train ------------------------------------------------------------------------------------------------------
-def load_base(model: Any) -> tuple[Any, Any]:
-    """Tokenizer and float32 causal LM from a model config name (conf/model/<name>.yaml, hf backend) or an HF id/folder."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from recbench.backends.hf import resolve_model_dir
-
-    kw: dict[str, Any] = {}
-    path = str(model)
-    conf = resources.files("recbench.conf").joinpath("model", f"{model}.yaml")
-    if conf.is_file():
-        b = OmegaConf.load(str(conf)).backend
-        path = resolve_model_dir(b.get("model") or "", b.get("package"))
-        if b.get("gguf_file"):
-            kw["gguf_file"] = b.gguf_file
-    tok = AutoTokenizer.from_pretrained(path, **kw)
-    lm = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **kw)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok, lm
-
-
 def tokenize_record(tok, rec: dict[str, Any], max_len: int) -> Optional[dict[str, list[int]]]:
     """input_ids and labels (prompt tokens masked with -100) for one chat record; None if the answer does not fit."""
     msgs = rec["messages"]
@@ -132,16 +111,13 @@ def tokenize_record(tok, rec: dict[str, Any], max_len: int) -> Optional[dict[str
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Train a LoRA adapter on SFT JSONL files (cfg.data: a path or list) and save it to cfg.out."""
     import torch
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
 
     torch.manual_seed(int(cfg.seed))
     files = [cfg.data] if isinstance(cfg.data, str) else list(cfg.data)
     recs = [json.loads(line) for f in files for line in open(f, encoding="utf-8") if line.strip()]
     tok, lm = load_base(cfg.model)
-    lora = LoraConfig(r=int(cfg.lora.r), lora_alpha=int(cfg.lora.alpha), lora_dropout=float(cfg.lora.dropout),
-                      target_modules=list(cfg.lora.target_modules) if not isinstance(cfg.lora.target_modules, str)
-                      else cfg.lora.target_modules, task_type="CAUSAL_LM", bias="none")
-    model = get_peft_model(lm, lora)
+    model = get_peft_model(lm, lora_config(cfg.lora))
     data = [t for r in recs if (t := tokenize_record(tok, r, int(cfg.max_len))) is not None]
     if not data:
         raise ValueError(f"no SFT records fit max_len={cfg.max_len} in {files}")

@@ -1,0 +1,46 @@
+"""RecBench+ fine-tuning CLI, one command per stage (key=value overrides of conf/sft|rft/recbench_plus.yaml):
+
+    python -m recbench.tasks.recbench_plus.train split                       # sizes of the train / held-out parts
+    python -m recbench.tasks.recbench_plus.train sft out=adapters/rbp_sft
+    python -m recbench.tasks.recbench_plus.train rft init=adapters/rbp_sft out=adapters/rbp_sft_rft
+    python -m recbench task=recbench_plus_ml100k_heldout model=smollm2 model.backend.adapter=adapters/rbp_sft_rft
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Dispatch split | sft | rft."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("split", "sft", "rft"):
+        print(__doc__)
+        sys.exit(0 if argv and argv[0] in ("-h", "--help") else 2)
+    from recbench.tasks.recbench_plus.train.common import stage_config
+
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "split":
+        from recbench.tasks.recbench_plus.train.records import load_part
+
+        cfg = stage_config("sft", rest)
+        task, ex = load_part(cfg, "train")
+        print(json.dumps(task.split_info))
+    elif cmd == "sft":
+        from recbench.tasks.recbench_plus.train.sft import run_sft
+
+        info = run_sft(stage_config("sft", rest))
+        print(json.dumps({k: info[k] for k in ("train_queries", "seconds")}),
+              f"loss {info['losses'][0]:.3f} -> {info['losses'][-1]:.3f}" if info["losses"] else "")
+    else:
+        from recbench.tasks.recbench_plus.train.rft import run_rft
+
+        info = run_rft(stage_config("rft", rest))
+        r = info["rewards"]
+        print(json.dumps({k: info[k] for k in ("train_queries", "seconds", "init")}),
+              f"reward {r[0]:.3f} -> {r[-1]:.3f}" if r else "")
+
+
+if __name__ == "__main__":
+    main()

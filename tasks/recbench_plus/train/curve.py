@@ -1,0 +1,51 @@
+"""A trl/transformers callback that appends each logged step to a CSV and shows reward / KL on the progress bar."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
+
+SFT_COLUMNS = ("step", "loss", "mean_token_accuracy", "grad_norm", "learning_rate")
+RFT_BASE_COLUMNS = ("step", "reward", "reward_std", "kl", "loss", "entropy", "completions/mean_length",
+                    "frac_reward_zero_std", "grad_norm", "learning_rate")
+
+
+def rft_columns(components: Sequence[str]) -> tuple[str, ...]:
+    """CSV columns of a GRPO run: step, mean reward, its std, KL, ..., then each component's mean."""
+    return RFT_BASE_COLUMNS + tuple(f"rewards/{c}/mean" for c in components)
+
+
+class CurveLogger(TrainerCallback):
+    """Writes one CSV row per logged training step (columns fixed up front; missing values left empty)."""
+
+    def __init__(self, path: str | Path, columns: Sequence[str], postfix: Sequence[str] = ("reward", "kl", "loss")):
+        self.path, self.columns, self.postfix = Path(path), list(columns), list(postfix)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "w", newline="") as f:
+            csv.writer(f).writerow(self.columns)
+        self.rows: list[dict[str, Any]] = []
+        self._progress: Optional[ProgressCallback] = None
+
+    def attach(self, trainer: Any) -> "CurveLogger":
+        """Find the trainer's progress bar, to show the latest reward / KL on it."""
+        self._progress = next((c for c in trainer.callback_handler.callbacks if isinstance(c, ProgressCallback)), None)
+        return self
+
+    def on_log(self, args, state, control, logs: Optional[dict] = None, **kwargs):
+        """Append the step's metrics (training logs only; the end-of-training summary is skipped)."""
+        logs = logs or {}
+        if "train_runtime" in logs or not any(k in logs for k in self.columns[1:]):
+            return
+        row = {c: logs.get(c, "") for c in self.columns}
+        row["step"] = state.global_step
+        self.rows.append(row)
+        with open(self.path, "a", newline="") as f:
+            csv.writer(f).writerow([row[c] for c in self.columns])
+        bar = getattr(self._progress, "training_bar", None)
+        if bar is not None:
+            bar.set_postfix({k: f"{float(logs[k]):.3f}" for k in self.postfix
+                             if isinstance(logs.get(k), (int, float)) and not math.isnan(float(logs[k]))})
