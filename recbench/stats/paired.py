@@ -10,9 +10,9 @@ from scipy import stats
 TESTS = ("permutation", "mcnemar", "wilcoxon", "t")
 #: Monte Carlo standard error aimed at for permutation p-values below REFINE_BELOW (p to 3 decimals)
 TARGET_MC_SE = 0.0005
-REFINE_BELOW = 0.2
+REFINE_BELOW = 0.1
 FIRST_RESAMPLES = 10_000
-MAX_RESAMPLES = 200_000
+MAX_RESAMPLES = 400_000
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> Te
     """Two-sided paired sign-flip permutation test of mean(a - b) = 0 (scipy.stats.permutation_test, samples).
 
     Units whose difference is 0 are dropped (flipping them changes nothing). Exact when 2^n <= the resamples;
-    otherwise seeded Monte Carlo: n_resamples=None starts at 10,000 and, when p < 0.2, adds resamples until the
-    Monte Carlo standard error is at most 0.0005 (capped at 200,000).
+    otherwise seeded Monte Carlo: n_resamples=None starts at 10,000 and, when p < 0.1, adds resamples until the
+    Monte Carlo standard error is at most 0.0005, p to 3 decimals (at most 400,000).
     """
     a, b = _pair(a, b)
     d = a - b

@@ -18,14 +18,17 @@ def power(effect: float, n: int, sd: float, alpha: float = 0.05) -> float:
     df = n - 1
     nc = abs(effect) / sd * math.sqrt(n)
     crit = stats.t.ppf(1 - alpha / 2, df)
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    p = float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    if math.isnan(p):  # scipy's nct is NaN far in the tail (huge noncentrality): the normal limit is exact enough
+        p = float(stats.norm.sf(crit - nc) + stats.norm.cdf(-crit - nc))
+    return p
 
 
 def min_detectable_difference(n: int, sd: float, power_target: float = 0.8, alpha: float = 0.05) -> float:
     """Smallest true paired mean difference detected with `power_target` by a two-sided paired t-test (noncentral t)."""
     if not 0 < power_target < 1:
         raise ValueError(f"power_target must be in (0, 1), got {power_target}")
-    lo, hi = 0.0, sd
+    lo, hi = 0.0, 2 * min_detectable_difference_normal(n, sd, power_target, alpha)
     while power(hi, n, sd, alpha) < power_target:
         hi *= 2
     if power(lo, n, sd, alpha) >= power_target:

@@ -1,0 +1,108 @@
+"""recbench.stats.paired against scipy, statsmodels, exact enumeration and hand-computed values."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.contingency_tables import mcnemar
+
+from recbench.stats.paired import (mcnemar_test, paired_bootstrap_ci, paired_test, sign_flip_test, t_test,
+                                   wilcoxon_test)
+
+
+def _exact_sign_flip(d):
+    """Two-sided p by enumerating all 2^n sign vectors: 2 * min(P(T >= t), P(T <= t)), capped at 1."""
+    d = np.asarray(d, dtype=float)
+    t = d.sum()
+    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=len(d))))
+    null = signs @ d
+    eps = 1e-9 * max(1.0, abs(t))
+    return min(1.0, 2 * min(np.mean(null >= t - eps), np.mean(null <= t + eps)))
+
+
+def test_bootstrap_ci_is_scipy_paired_bootstrap_of_the_mean_difference():
+    rng = np.random.default_rng(3)
+    a = rng.normal(0.3, 1, 80)
+    b = a + rng.normal(-0.2, 0.5, 80)
+    lo, hi = paired_bootstrap_ci(a, b, n_resamples=4999, seed=11)
+    ref = stats.bootstrap((a - b,), np.mean, n_resamples=4999, method="percentile",
+                          random_state=np.random.default_rng(11)).confidence_interval
+    # same index draws for both runs: the paired bootstrap of (a, b) is the bootstrap of the differences
+    assert (lo, hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    # and it agrees with the t interval of the mean difference to within bootstrap noise
+    t_lo, t_hi = stats.ttest_rel(a, b).confidence_interval()
+    assert lo == pytest.approx(t_lo, abs=0.03) and hi == pytest.approx(t_hi, abs=0.03)
+
+
+def test_bootstrap_ci_of_constant_differences_is_that_difference():
+    a = np.array([1.0, 0.0, 0.5, 0.25])
+    assert paired_bootstrap_ci(a, a - 0.125) == (0.125, 0.125)
+
+
+def test_sign_flip_is_exact_for_small_n_and_matches_enumeration_and_scipy():
+    d = np.array([0.9, -0.4, 1.3, 0.2, 0.7, -0.1, 1.1, 0.5, 0.0, 0.6])  # the zero is dropped
+    a, b = d + 1.0, np.ones_like(d)
+    res = sign_flip_test(a, b)
+    assert res.note == "exact" and res.n_resamples is None
+    assert res.p_value == pytest.approx(_exact_sign_flip(d[d != 0]), abs=1e-12)
+    ref = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+                                 permutation_type="samples", vectorized=True, n_resamples=10**6)
+    assert res.p_value == pytest.approx(ref.pvalue, abs=1e-12)
+
+
+def test_sign_flip_monte_carlo_is_within_its_error_of_the_exact_p_and_refines_to_3_decimals():
+    rng = np.random.default_rng(7)
+    d = rng.normal(0.7, 1.0, 20)  # 2^20 sign vectors: exact by enumeration, Monte Carlo in the function
+    exact = _exact_sign_flip(d)
+    assert 0.005 < exact < 0.1  # the range where the function refines
+    res = sign_flip_test(d, np.zeros_like(d), seed=1)
+    assert res.n_resamples is not None and res.mc_se <= 0.0005 + 1e-12
+    assert abs(res.p_value - exact) < 4 * res.mc_se
+    fixed = sign_flip_test(d, np.zeros_like(d), n_resamples=2000, seed=1)
+    assert fixed.n_resamples == 2000 and abs(fixed.p_value - exact) < 4 * fixed.mc_se
+
+
+def test_mcnemar_matches_statsmodels_exact_mcnemar():
+    rng = np.random.default_rng(5)
+    a = (rng.random(300) < 0.30).astype(float)
+    b = np.where(rng.random(300) < 0.8, a, 1 - a)
+    b[:25] = 0.0
+    table = [[np.sum((a == 1) & (b == 1)), np.sum((a == 1) & (b == 0))],
+             [np.sum((a == 0) & (b == 1)), np.sum((a == 0) & (b == 0))]]
+    ref = mcnemar(table, exact=True).pvalue
+    res = mcnemar_test(a, b)
+    assert res.p_value == pytest.approx(ref, rel=1e-10)
+    assert paired_test(a, b, "auto", binary=True).test == "mcnemar"
+    # hand-computed: 2 vs 7 discordant pairs -> 2 * P(X <= 2), X ~ Bin(9, 1/2) = 2 * (1 + 9 + 36) / 512
+    a2 = np.array([1, 0, 0, 0, 0, 0, 0, 0, 1, 1], float)
+    b2 = np.array([0, 1, 1, 1, 1, 1, 1, 1, 1, 0], float)
+    only_a, only_b = 2, 7  # rows 0 and 9 favour a; rows 1-7 favour b
+    assert mcnemar_test(a2, b2).p_value == pytest.approx(2 * (1 + 9 + 36) / 512, rel=1e-12)
+    assert (only_a, only_b) == (int(np.sum((a2 == 1) & (b2 == 0))), int(np.sum((a2 == 0) & (b2 == 1))))
+
+
+def test_mcnemar_refuses_non_binary_values():
+    with pytest.raises(ValueError, match="0/1"):
+        mcnemar_test([0.5, 1.0], [0.0, 1.0])
+
+
+def test_wilcoxon_hand_computed_exact_value():
+    # d = 1..5 and -6: W- = 6; subsets of {1..6} with sum <= 6: 14 of 64 -> two-sided p = 2 * 14/64
+    d = np.array([1.0, 2.0, 3.0, 4.0, 5.0, -6.0])
+    assert wilcoxon_test(d, np.zeros(6)).p_value == pytest.approx(2 * 14 / 64, abs=1e-12)
+
+
+def test_t_test_hand_formula():
+    a = np.array([0.2, 0.5, 0.9, 0.4, 0.7, 0.1])
+    b = np.array([0.1, 0.6, 0.5, 0.2, 0.3, 0.2])
+    d = a - b
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
+    assert t_test(a, b).p_value == pytest.approx(2 * stats.t.sf(abs(t), len(d) - 1), rel=1e-12)
+
+
+def test_bad_input_names_the_problem():
+    with pytest.raises(ValueError, match="NaN"):
+        sign_flip_test([1.0, math.nan], [0.0, 0.0])
+    with pytest.raises(ValueError, match="unknown test 'z'"):
+        paired_test([1.0, 0.0], [0.0, 0.0], "z")
