@@ -1,0 +1,222 @@
+"""The openai backend's streaming contract, dead-server stop, cache identity and transports, against the stub server."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from backends_stub import StubServer, default_answer, listwise_answer, refused_url  # noqa: E402
+from tests.doubles import ScriptedBackend  # noqa: E402
+
+from recbench.backends.base import BackendUnavailable  # noqa: E402
+from recbench.backends.openai import OpenAIBackend, is_hosted, server_identity  # noqa: E402
+from recbench.backends.transport import available  # noqa: E402
+from recbench.cache import cache_key  # noqa: E402
+from recbench.types import Request, SamplingParams  # noqa: E402
+
+FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=5.0)
+TRANSPORTS = ["httpx"] + (["aiohttp"] if available("auto") == "aiohttp" else [])
+
+
+def _reqs(n: int, tag: str = "r") -> list[Request]:
+    return [Request.chat([{"role": "user", "content": f"User A:\n- Average rating: {i % 5}.0\nUser B:\n"
+                                                      f"- Average rating: 2.5\n{tag} {i}"}],
+                         SamplingParams(max_tokens=16)) for i in range(n)]
+
+
+class Producer:
+    """next_requests/on_response pair over a list of requests; records pulls, deliveries and the peak in flight."""
+
+    def __init__(self, requests: list[Request], follow_up=None):
+        self.todo = list(requests)
+        self.follow_up = follow_up  # resp -> Request or None: made available by on_response
+        self.pulls: list[tuple[int, int]] = []  # (asked k, got)
+        self.delivered: list[tuple[Request, object]] = []
+        self.in_flight = 0
+        self.peak = 0
+        self.thread_ids: set[int] = set()
+
+    def next_requests(self, k: int) -> list[Request]:
+        batch, self.todo = self.todo[:k], self.todo[k:]
+        self.pulls.append((k, len(batch)))
+        self.in_flight += len(batch)
+        self.peak = max(self.peak, self.in_flight)
+        return batch
+
+    def on_response(self, req: Request, resp) -> None:
+        self.thread_ids.add(threading.get_ident())
+        self.in_flight -= 1
+        self.delivered.append((req, resp))
+        if self.follow_up is not None:
+            nxt = self.follow_up(req, resp)
+            if nxt is not None:
+                self.todo.append(nxt)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_stream_keeps_the_window_full_and_delivers_each_answer_once(transport):
+    reqs = _reqs(40)
+    with StubServer(latency_s=0.15) as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=8, transport=transport, **FAST)
+        p = Producer(reqs)
+        b.stream(p.next_requests, p.on_response)
+        b.close()
+    assert stub.max_in_flight == 8 and p.peak == 8  # never more than the window, and the window was filled
+    assert sorted(id(r) for r, _ in p.delivered) == sorted(id(r) for r in reqs)  # each exactly once
+    assert all(resp.ok and resp.text == listwise_answer(r.message_dicts()) for r, resp in p.delivered)
+    assert p.thread_ids == {threading.get_ident()}  # on_response runs in the calling thread
+    assert p.pulls[0] == (8, 8) and p.pulls[-1][1] == 0 and stub.answered == 40
+
+
+def test_stream_answers_arrive_out_of_order_without_a_barrier():
+    """Request i is answered after (n - i) * 150 ms: later requests overtake earlier ones and are delivered first."""
+    n = 6
+    reqs = _reqs(n)
+    delay = {r.messages[0][1]: (n - i) * 0.15 for i, r in enumerate(reqs)}
+
+    def answer(messages):
+        time.sleep(delay[messages[0]["content"]])
+        return default_answer(messages)
+
+    with StubServer(answer_fn=answer) as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=n, **FAST)
+        p = Producer(reqs)
+        b.stream(p.next_requests, p.on_response)
+        b.close()
+    order = [reqs.index(r) for r, _ in p.delivered]
+    assert order == list(range(n))[::-1], order
+    assert all(resp.ok for _, resp in p.delivered)
+
+
+def test_on_response_can_make_more_requests_available():
+    """Each answer unlocks one follow-up request (3 rounds per chain): empty pulls in between are not the end."""
+    first = _reqs(4, "chain0")
+
+    def follow_up(req, resp):
+        text = req.messages[0][1]
+        depth = int(text.split("chain")[1].split()[0])
+        if depth == 2:
+            return None
+        return Request.chat([{"role": "user", "content": text.replace(f"chain{depth}", f"chain{depth + 1}")}],
+                            SamplingParams(max_tokens=16))
+
+    with StubServer(latency_s=0.05) as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=16, **FAST)
+        p = Producer(first, follow_up)
+        b.stream(p.next_requests, p.on_response)
+        b.close()
+    assert len(p.delivered) == 12 and stub.answered == 12
+    assert any(got == 0 for _, got in p.pulls[:-1])  # an empty pull while requests were in flight did not end it
+
+
+def test_on_response_error_stops_the_stream_and_the_backend_stays_usable():
+    with StubServer(latency_s=0.2) as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=4, **FAST)
+        p = Producer(_reqs(20))
+
+        def boom(req, resp):
+            p.on_response(req, resp)
+            raise KeyError("consumer failed")
+
+        with pytest.raises(KeyError, match="consumer failed"):
+            b.stream(p.next_requests, boom)
+        pulled = sum(got for _, got in p.pulls)
+        time.sleep(0.4)
+        assert len(p.delivered) == 1 and pulled == 4  # no pull after the error, the rest was cancelled
+        out = b.generate(_reqs(3, "again"))  # the backend still works afterwards
+        b.close()
+    assert all(r.ok for r in out)
+
+
+def test_base_class_stream_pulls_batches_and_delivers_in_order():
+    b = ScriptedBackend(lambda r: r.messages[0][1][-1], batch_size=3)
+    reqs = _reqs(7)
+    p = Producer(reqs)
+    b.stream(p.next_requests, p.on_response)
+    assert b.batches == [3, 3, 1] and [r for r, _ in p.delivered] == reqs
+    assert p.pulls == [(3, 3), (3, 3), (3, 1), (3, 0)]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_refused_server_stops_after_exactly_n_attempts(transport):
+    url = refused_url()
+    b = OpenAIBackend(model="stub", base_url=url, concurrency=8, max_consecutive_failures=3, transport=transport,
+                      **FAST)
+    with pytest.raises(BackendUnavailable) as ei:
+        b.generate(_reqs(20))
+    msg = str(ei.value)
+    b.close()
+    assert url in msg and "model.backend.base_url" in msg and "start the server" in msg
+    assert b.stats["attempts"] == 3 and b.stats["connection_errors"] == 3
+    assert isinstance(ei.value, RuntimeError) and "\n" not in msg
+
+
+def test_reset_connections_count_and_no_request_is_sent_after_the_stop():
+    """A server that accepts and then drops every connection: the stop comes after N failures in a row; only
+    attempts already in flight then (at most concurrency - 1) reach the server, and none after the stop."""
+    with StubServer(schedule=lambda k, a: "reset") as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=3, max_consecutive_failures=4, **FAST)
+        with pytest.raises(BackendUnavailable, match=stub.base_url):
+            b.generate(_reqs(20))
+        at_stop = stub.received
+        time.sleep(0.3)
+        b.close()
+        assert stub.received == at_stop <= b.stats["attempts"]  # some attempts die on a dropped socket unseen
+        assert b.stats["connection_errors"] == 4 and 4 <= b.stats["attempts"] <= 4 + 3 - 1  # the rest: cancelled
+
+
+def test_http_errors_are_not_connection_failures():
+    """500s prove the server is up: requests fail after their bounded retries, no BackendUnavailable."""
+    with StubServer(schedule=lambda k, a: "500") as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=4, max_consecutive_failures=2,
+                          max_retries=2, **FAST)
+        out = b.generate(_reqs(5))
+        b.close()
+    assert all(not r.ok and "HTTP 500" in r.error and "3 attempt(s)" in r.error for r in out)
+    assert stub.received == 15 and b.stats["gave_up"] == 5
+
+
+def test_connection_resets_are_retried_within_the_bound():
+    """Resets on the first attempt only: every request succeeds on its second; the failure counter resets."""
+    with StubServer(schedule=lambda k, a: "reset" if a == 1 else None) as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=4, max_consecutive_failures=50,
+                          max_retries=1, **FAST)
+        out = b.generate(_reqs(6))
+        b.close()
+    assert all(r.ok for r in out) and set(stub.attempts.values()) == {2}
+    with StubServer(schedule=lambda k, a: "reset") as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=1, max_consecutive_failures=50,
+                          max_retries=2, **FAST)
+        (r,) = b.generate(_reqs(1))
+        b.close()
+    assert not r.ok and "3 attempt(s)" in r.error and stub.base_url in r.error and stub.received == 3
+
+
+def test_identity_includes_the_server_of_self_run_endpoints():
+    with StubServer() as s1, StubServer() as s2:
+        b1 = OpenAIBackend(model="smollm2", base_url=s1.base_url)
+        b2 = OpenAIBackend(model="smollm2", base_url=s2.base_url)
+        i1, i2 = b1.identity(), b2.identity()
+        b1.close(), b2.close()
+    assert i1["server"] == f"http://127.0.0.1:{s1.port}/v1" and i1 != i2
+    req = _reqs(1)[0]
+    assert cache_key(i1, req) != cache_key(i2, req)  # two local checkpoints under one name never share answers
+    assert server_identity("http://user:secret@GPU-box/v1/?key=abc") == "http://gpu-box:80/v1"
+    assert server_identity("https://api.openai.com/v1/") == "https://api.openai.com/v1"  # hosted: unchanged
+    assert server_identity("https://generativelanguage.googleapis.com/v1beta/openai/") == \
+        "https://generativelanguage.googleapis.com/v1beta/openai"
+    assert is_hosted("https://api.deepseek.com/v1") and is_hosted("https://eu.api.together.xyz/v1")
+    assert not is_hosted("http://127.0.0.1:8000/v1") and not is_hosted("https://api.openai.com.evil.example/v1")
+
+
+def test_logprobs_and_token_counts_are_parsed():
+    with StubServer() as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, **FAST)
+        req = Request.chat([{"role": "user", "content": "say two words"}], SamplingParams(max_tokens=4), logprobs=1)
+        (r,) = b.generate([req])
+        b.close()
+    words = default_answer(req.message_dicts()).split()
+    assert r.ok and r.text == " ".join(words)
+    assert [t["token"] for t in r.logprobs] == words and all(list(t["top"]) == [t["token"]] for t in r.logprobs)
+    assert r.prompt_tokens == 3 and r.completion_tokens == len(words)
