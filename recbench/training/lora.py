@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -30,6 +30,16 @@ def load_base(model: Any) -> tuple[Any, Any]:
     return tok, lm
 
 
+def mark_dequantized(lm: Any) -> Any:
+    """Drop the GGUF quantizer marker of a model transformers de-quantized on load (its weights are plain floats),
+    so that transformers' Trainer (trl) accepts it for LoRA training; other quantization is left alone."""
+    q = getattr(lm, "hf_quantizer", None)
+    if q is not None and str(getattr(q.quantization_config, "quant_method", "")).lower().endswith("gguf"):
+        lm.hf_quantizer = None
+        lm.is_quantized = False
+    return lm
+
+
 def lora_config(cfg: DictConfig) -> Any:
     """peft LoraConfig for a causal LM from a `lora:` block (r, alpha, dropout, target_modules)."""
     from peft import LoraConfig
@@ -39,29 +49,8 @@ def lora_config(cfg: DictConfig) -> Any:
                       target_modules=tm if isinstance(tm, str) else list(tm), task_type="CAUSAL_LM", bias="none")
 
 
-def merge_into_base(lm: Any, adapter: str) -> Any:
-    """The base model with a saved LoRA adapter merged into its weights (plain model, no peft wrapper)."""
-    from peft import PeftModel
-
-    if not (Path(adapter) / "adapter_config.json").is_file():
-        raise FileNotFoundError(f"{adapter}: no adapter_config.json (init= must be a LoRA adapter folder saved by "
-                                "the sft stage, or 'base')")
-    return PeftModel.from_pretrained(lm, adapter).merge_and_unload()
-
-
-def trainable_state(model: Any) -> dict[str, Any]:
-    """A detached copy of the trainable (LoRA) parameters, by name."""
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
 def adapter_tensors(path: str) -> dict[str, Any]:
     """The tensors of a saved adapter (adapter_model.safetensors)."""
     from safetensors.torch import load_file
 
     return load_file(str(Path(path) / "adapter_model.safetensors"))
-
-
-def optional(cfg: DictConfig, key: str, default: Optional[Any] = None) -> Any:
-    """cfg[key] or default when it is missing or null."""
-    v = cfg.get(key)
-    return default if v is None else v

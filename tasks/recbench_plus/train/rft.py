@@ -11,12 +11,13 @@ from recbench.tasks.recbench_plus.train.common import trainer_kwargs, write_reco
 from recbench.tasks.recbench_plus.train.curve import CurveLogger, rft_columns
 from recbench.tasks.recbench_plus.train.records import load_part, rft_records
 from recbench.tasks.recbench_plus.train.reward import RecBenchPlusReward
-from recbench.training.lora import load_base, lora_config
+from recbench.training.lora import load_base, lora_config, mark_dequantized
 
 
 def policy(cfg: DictConfig) -> tuple[Any, Any, Any]:
     """(tokenizer, model, peft_config): a fresh LoRA on the base (init=base), or the SFT adapter, trainable."""
     tok, lm = load_base(cfg.model)
+    mark_dequantized(lm)
     init = str(cfg.get("init") or "base")
     if init == "base":
         return tok, lm, lora_config(cfg.lora)

@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from recbench.tasks.recbench_plus.train.common import trainer_kwargs, write_record
 from recbench.tasks.recbench_plus.train.curve import SFT_COLUMNS, CurveLogger
 from recbench.tasks.recbench_plus.train.records import load_part, sft_records
-from recbench.training.lora import load_base, lora_config
+from recbench.training.lora import load_base, lora_config, mark_dequantized
 
 
 def run_sft(cfg: DictConfig) -> dict[str, Any]:
@@ -24,6 +24,7 @@ def run_sft(cfg: DictConfig) -> dict[str, Any]:
     task, examples = load_part(cfg, "train")
     recs = sft_records(task, examples, cfg.get("method"))
     tok, lm = load_base(cfg.model)
+    mark_dequantized(lm)
     args = SFTConfig(**trainer_kwargs(cfg, out), per_device_train_batch_size=int(cfg.batch_size),
                      num_train_epochs=1, max_length=int(cfg.max_length), completion_only_loss=True,
                      dataset_num_proc=None)
