@@ -12,13 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +21,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from recbench.backends.base import Backend  # noqa: E402
+from recbench.testing.serve import start_vllm_server  # noqa: E402
 from recbench.types import Request, Response  # noqa: E402
 
 
@@ -97,51 +93,15 @@ def bench_vllm(limit: int, method: str) -> tuple[dict[str, Any], Any, list[Reque
     return out, vb, reqs
 
 
-def start_server(model_dir: str, max_len: int = 4096, timeout_s: float = 300) -> tuple[subprocess.Popen, str, float]:
-    """A vLLM OpenAI server on 127.0.0.1:<free port>; returns (process, base_url, startup seconds)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--served-model-name",
-           "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", str(max_len),
-           "--enforce-eager", "--generation-config", "vllm", "--kv-cache-memory-bytes", str(1 << 30),
-           "--disable-log-stats"]
-    log = open(Path(tempfile.mkdtemp(prefix="rb_bench_srv_")) / "server.log", "w")
-    t0 = time.time()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"})
-    while time.time() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}); log: {log.name}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, f"http://127.0.0.1:{port}/v1", time.time() - t0
-        except OSError:
-            time.sleep(1)
-    stop_server(proc)
-    raise RuntimeError(f"server not healthy after {timeout_s}s; log: {log.name}")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, SIGKILL after 30 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
 def bench_openai(model_dir: str, reqs: list[Request]) -> dict[str, Any]:
     """openai backend against a real vLLM server: the same requests at concurrency 1 and 32."""
     from recbench.backends.openai import OpenAIBackend
 
     cfg = compose("model=smollm2-openai")
     kw = {k: v for k, v in cfg.model.backend.items() if k not in ("_target_", "base_url", "concurrency")}
-    proc, base_url, startup = start_server(model_dir)
-    out: dict[str, Any] = {"requests": len(reqs), "server_startup_s": round(startup, 1)}
+    srv = start_vllm_server(model_dir, seed=None)
+    base_url = srv.base_url
+    out: dict[str, Any] = {"requests": len(reqs), "server_startup_s": round(srv.startup_s, 1)}
     try:
         warm = OpenAIBackend(**kw, base_url=base_url, concurrency=32)
         warm.generate(reqs)  # warm-up: grammars compiled, prefixes cached for both timed passes
@@ -157,7 +117,7 @@ def bench_openai(model_dir: str, reqs: list[Request]) -> dict[str, Any]:
                             "errors": sum(not r.ok for r in resps)}
         out["c32_over_c1"] = round(out["c1"]["wall_s"] / out["c32"]["wall_s"], 3)
     finally:
-        stop_server(proc)
+        srv.stop()
     return out
 
 
