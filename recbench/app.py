@@ -11,94 +11,86 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from recbench.backends.base import Backend
-from recbench.cache import ResponseCache
+from recbench.cache import CacheError, ResponseCache
+from recbench.config_schema import validate
+from recbench.construct import (CONFIG_MODULE, LazyBackend, build_backend, build_task, bundled_data,  # noqa: F401
+                                register_resolvers, select_examples)
 from recbench.loop import EvalLoop, aggregate
 from recbench.registry import ConfigError, suggest
-from recbench.runstore import RunStore
-from recbench.task import Task
+from recbench.runstore import RunDirInUse, RunStore
+from recbench.schema import RunResult, SchemaError
 
 log = logging.getLogger("recbench")
-CONFIG_MODULE = "recbench.conf"
+
+#: exit codes of `python -m recbench` (documented in the README)
+EXIT_OK = 0  # every example finished
+EXIT_CANNOT_RUN = 2  # config, data, run dir in use, cache or server problem: nothing (more) could run
+EXIT_INCOMPLETE = 3  # finished, but some examples were abandoned after backend errors: rerun the same command
+EXIT_INTERRUPTED = 130  # Ctrl-C: what finished is kept; rerun the same command to go on
 
 
-def bundled_data(name: str = "") -> str:
-    """Path of the sample data shipped inside the package (recbench/data/<name>)."""
-    return str(resources.files("recbench.data").joinpath(name))
+class CannotRun(RuntimeError):
+    """A user-facing failure before or during a run (one clean line, no traceback)."""
 
 
-def register_resolvers() -> None:
-    """OmegaConf resolvers used by conf/: ${rb.variant:...} and ${rb.data:...}."""
-    OmegaConf.register_new_resolver("rb.variant", lambda s: str(s).replace("/", "_") or "default", replace=True)
-    OmegaConf.register_new_resolver("rb.data", bundled_data, replace=True)
-    # model-free reference methods (model_free: true) file their runs under model "none"
-    OmegaConf.register_new_resolver("rb.model_tag", lambda model, free: "none" if free else model, replace=True)
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that are the user's to fix and are shown as one line."""
+    from recbench.backends import base
 
-
-def build_task(cfg: DictConfig) -> Task:
-    """Instantiate the task class named by task._target_ with the task config."""
-    from hydra.utils import get_class
-
-    return get_class(cfg.task._target_)(cfg.task)
-
-
-def build_backend(model_cfg: DictConfig) -> Backend:
-    """Instantiate model.backend (a `_target_` node)."""
-    from hydra.utils import instantiate
-
-    if model_cfg.get("backend") is None:
-        raise ConfigError(f"model '{model_cfg.name}' has no backend, but the method needs a model. "
-                          "Pick a model with model=<name> (e.g. model=smollm2)")
-    return instantiate(model_cfg.backend, _convert_="all")
+    unavailable = getattr(base, "BackendUnavailable", CannotRun)  # a dead server, raised by the backend layer
+    return (ConfigError, CannotRun, RunDirInUse, CacheError, SchemaError, unavailable, FileNotFoundError)
 
 
 def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> dict[str, Any]:
     """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
     t0 = time.time()
+    validate(cfg)
     task = build_task(cfg)
     method = task.make_method(cfg.method, cfg.sampling)
     uses_model = method.needs_backend
-    if uses_model and backend is None:
-        backend = build_backend(cfg.model)
+    lazy = LazyBackend(cfg.model) if uses_model and backend is None else None
     store = RunStore(run_dir)
-    store.write_text("config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-    store.write_versions({"backend_identity": backend.identity() if (backend and uses_model) else None,
-                          "backend_params": backend.effective_params() if (backend and uses_model) else None})
-    cache = ResponseCache(cfg.cache.path, enabled=cfg.cache.enabled)
-    examples = task.load()
-    if cfg.limit is not None:
-        examples = examples[: int(cfg.limit)]
-    loop = EvalLoop(task, method, backend if uses_model else None, cache, store,
-                    chunk_size=cfg.run.chunk_size, store_prompts=cfg.run.store_prompts, progress=cfg.run.progress)
-    complete = False
+    cache = None
     try:
-        loop.run(examples)
-        complete = loop.stats.backend_errors == 0
-    finally:
-        wanted = {e.id for e in examples}
-        records = [r for r in store.records() if r["id"] in wanted]
-        metrics = {
-            "task": task.identity(),
-            "model": cfg.model.name if uses_model else "none",
-            "method": method.name,
-            "complete": complete and len(records) == len(examples),
-            "run_dir": str(store.dir),
-            **aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed),
-            "this_invocation": {**vars(loop.stats), "cache_hits": cache.hits, "cache_misses": cache.misses,
-                                "total_wall_time_s": time.time() - t0},
-        }
-        metrics["counts"]["backend_errors"] = loop.stats.backend_errors
-        # cost of all the run's tokens (cached answers included) from the optional price table in the model config
-        from recbench.cost import run_cost
+        store.write_text("config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        cache = ResponseCache(cfg.cache.path, enabled=cfg.cache.enabled)
+        examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
+        loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=cfg.run.chunk_size,
+                        store_prompts=cfg.run.store_prompts, progress=cfg.run.progress, backend_factory=lazy)
+        complete = False
+        try:
+            loop.run(examples)
+            complete = loop.stats.backend_errors == 0
+        finally:
+            built = backend if backend is not None else (lazy() if lazy is not None and lazy.built else None)
+            if built is not None and uses_model:
+                store.write_versions({"backend_identity": built.identity(), "backend_params": built.effective_params()})
+            elif not (store.dir / "versions.json").exists():
+                store.write_versions({"backend_identity": None, "backend_params": None})
+            wanted = {e.id for e in examples}
+            records = [r for r in store.records() if r.id in wanted]
+            agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
+            agg["counts"].backend_errors = loop.stats.backend_errors
+            result = RunResult(
+                task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
+                complete=complete and len(records) == len(examples), run_dir=str(store.dir), **agg,
+                this_invocation={**vars(loop.stats), "total_wall_time_s": time.time() - t0,
+                                 "model_loaded": bool(backend is not None or (lazy is not None and lazy.built))})
+            # cost of all the run's tokens (cached answers included) from the optional price table in the model config
+            from recbench.cost import run_cost
 
-        price = cfg.model.get("price") if uses_model else None
-        metrics["cost"] = run_cost(price, metrics["counts"]["prompt_tokens"], metrics["counts"]["completion_tokens"])
-        if metrics["cost"] is not None:  # what this invocation paid (cache hits cost nothing)
-            metrics["cost"]["this_invocation"] = run_cost(price, loop.stats.prompt_tokens,
+            price = cfg.model.get("price") if uses_model else None
+            c = result.counts
+            result.cost = run_cost(price, c.prompt_tokens, c.completion_tokens)
+            if result.cost is not None:  # what this invocation paid (cache hits cost nothing)
+                result.cost["this_invocation"] = run_cost(price, loop.stats.prompt_tokens,
                                                           loop.stats.completion_tokens)["total"]
-        store.write_metrics(metrics)
+            store.write_result(result)
+    finally:
         store.close()
-        cache.close()
-    return metrics
+        if cache is not None:
+            cache.close()
+    return result.to_dict()
 
 
 def print_summary(metrics: dict[str, Any]) -> None:
@@ -132,6 +124,10 @@ def print_summary(metrics: dict[str, Any]) -> None:
         f"skipped (already finished) {inv['examples_skipped']} | wall {inv['total_wall_time_s']:.1f}s\n"
         f"run dir: {metrics['run_dir']}"
     )
+    if c.get("model_calls") and c.get("finish_length", 0) > 0.2 * c["model_calls"]:
+        con.print(f"[yellow]warning: {c['finish_length']} of {c['model_calls']} answers "
+                  f"({c['finish_length'] / c['model_calls']:.0%}) hit the token limit (finish_reason=length): "
+                  "raise method.max_tokens[/yellow]")
 
 
 # ---- friendly validation of command-line overrides ---------------------------------------------
@@ -193,8 +189,13 @@ def add_default_method(argv: list[str]) -> list[str]:
     return [*argv, f"method={default}"] if default else argv
 
 
+def exit_code(metrics: dict[str, Any]) -> int:
+    """0 when every example finished, EXIT_INCOMPLETE when some were abandoned after backend errors."""
+    return EXIT_OK if metrics.get("complete") else EXIT_INCOMPLETE
+
+
 def main() -> None:
-    """`python -m recbench ...`: validate overrides, then hand over to Hydra."""
+    """`python -m recbench ...`: validate overrides, then hand over to Hydra; exit with an honest code."""
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
@@ -204,21 +205,39 @@ def main() -> None:
         check_overrides(sys.argv[1:])
     except ConfigError as e:
         print(f"recbench: config error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_CANNOT_RUN)
+    codes: list[int] = []
 
     @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> Optional[float]:
+        run_dir = HydraConfig.get().runtime.output_dir
         try:
             if cfg.get("mode", "run") != "run":  # mode=plan: count requests/tokens/cost, call no model
                 from recbench.plan import run_mode
 
-                return run_mode(cfg, HydraConfig.get().runtime.output_dir)
-            metrics = run_from_config(cfg, HydraConfig.get().runtime.output_dir)
-        except ConfigError as e:
-            print(f"recbench: config error: {e}", file=sys.stderr)
-            sys.exit(2)
+                run_mode(cfg, run_dir)
+                codes.append(EXIT_OK)
+                return None
+            metrics = run_from_config(cfg, run_dir)
+        except _user_errors() as e:
+            kind = "config error" if isinstance(e, ConfigError) else "error"
+            print(f"recbench: {kind}: {e}", file=sys.stderr)
+            codes.append(EXIT_CANNOT_RUN)
+            return None
+        except KeyboardInterrupt:
+            print("recbench: interrupted; finished examples and paid answers are kept: rerun the same command "
+                  "to go on", file=sys.stderr)
+            codes.append(EXIT_INTERRUPTED)
+            raise SystemExit(EXIT_INTERRUPTED) from None
         print_summary(metrics)
-        head = metrics["metrics"].get(metrics["headline_metric"], {}).get("mean")
-        return head
+        code = exit_code(metrics)
+        codes.append(code)
+        if code == EXIT_INCOMPLETE:
+            n = metrics["counts"]["examples"]
+            missing = metrics["this_invocation"]["backend_errors"]
+            print(f"recbench: incomplete: {missing} example(s) abandoned after backend errors ({n} finished); "
+                  "the same command retries them", file=sys.stderr)
+        return metrics["metrics"].get(metrics["headline_metric"], {}).get("mean")
 
     _app()
+    sys.exit(max(codes, default=EXIT_OK))

@@ -1,6 +1,7 @@
 """SQLite response cache keyed by model identity + full request content; errors are never stored."""
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -21,12 +22,46 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
+class CacheError(RuntimeError):
+    """The response cache file cannot be used (corrupt, not a database)."""
+
+
 def cache_key(identity: dict[str, Any], request: Request) -> str:
     """Key = hash(backend kind, model name + file/revision hash, chat template, adapter, messages, sampling, constraint)."""
-    payload = {"model": identity, "request": request.content_dict()}
-    if identity.get("keyed_by_example"):  # replay backends (predictions): the answer depends on the example id
-        payload["example_id"] = request.example_id
-    return sha256_json(payload)
+    return KeyMaker(identity).key(request)
+
+
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
+
+
+class KeyMaker:
+    """Cache keys and prompt hashes for one model identity, each computed once per request from canonical JSON.
+
+    The key is sha256 of the canonical JSON of {"model": identity, "request": content} (plus "example_id" for
+    replay backends whose identity sets keyed_by_example); the identity part is serialized once."""
+
+    def __init__(self, identity: dict[str, Any]):
+        self.identity = identity
+        self.model_name = str(identity.get("name", identity.get("kind")))
+        self._by_example = bool(identity.get("keyed_by_example"))
+        self._model_part = '"model": ' + _canon(identity) + ', "request": '
+        self._prompts: dict[tuple, tuple[str, list[dict[str, str]]]] = {}
+
+    def key(self, request: Request) -> str:
+        """The cache key of a request (equal to sha256_json of the payload dict)."""
+        text = "{" + self._model_part + _canon(request.content_dict()) + "}"
+        if self._by_example:  # replay backends (predictions): the answer depends on the example id
+            text = '{"example_id": ' + _canon(request.example_id) + ", " + text[1:]
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def prompt_hash(self, request: Request) -> tuple[str, list[dict[str, str]]]:
+        """(hash of the messages as stored in prompts.jsonl, the message dicts), memoized per distinct prompt."""
+        got = self._prompts.get(request.messages)
+        if got is None:
+            msgs = request.message_dicts()
+            got = self._prompts[request.messages] = (sha256_json(msgs)[:20], msgs)
+        return got
 
 
 class ResponseCache:
@@ -41,11 +76,16 @@ class ResponseCache:
         self._conn: Optional[sqlite3.Connection] = None
         if enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA busy_timeout=60000")
-            self._conn.execute(SCHEMA)
+            try:
+                self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("PRAGMA busy_timeout=60000")
+                self._conn.execute(SCHEMA)
+                self._conn.execute("SELECT key FROM responses LIMIT 1").fetchall()
+            except sqlite3.DatabaseError as e:
+                raise CacheError(f"response cache {self.path} is unreadable ({e}): move it aside "
+                                 f"(mv {self.path} {self.path}.bad) or run with cache.enabled=false") from None
 
     def get_many(self, keys: list[str]) -> dict[str, Response]:
         """Cached responses for the given keys (missing keys absent); counts hits and misses."""
@@ -64,6 +104,10 @@ class ResponseCache:
         self.hits += sum(1 for k in keys if k in found)
         self.misses += sum(1 for k in keys if k not in found)
         return found
+
+    def put(self, key: str, model: str, request: Request, response: Response) -> int:
+        """Store one successful response at once (an error is not stored); returns rows written."""
+        return self.put_many([(key, model, request, response)])
 
     def put_many(self, items: list[tuple[str, str, Request, Response]]) -> int:
         """Store (key, model_name, request, response) rows, skipping errors; returns rows written."""
@@ -88,6 +132,21 @@ class ResponseCache:
                 self._conn.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?)", rows)
                 self._conn.execute("COMMIT")
         return len(rows)
+
+    @staticmethod
+    def answers_by_request(path: str | Path, model_name: str) -> dict[str, dict[str, Any]]:
+        """Request-content JSON -> cached response payload for one model name, read-only ({} when absent)."""
+        p = Path(str(path))
+        if not p.exists():
+            return {}
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=30)
+        try:
+            rows = con.execute("SELECT request, response FROM responses WHERE model = ?", (model_name,)).fetchall()
+        except sqlite3.Error:
+            rows = []
+        finally:
+            con.close()
+        return {req: json.loads(resp) for req, resp in rows}
 
     def __len__(self) -> int:
         if self._conn is None:

@@ -4,48 +4,22 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from recbench.cache import ResponseCache
 from recbench.cost import run_cost
 from recbench.registry import ConfigError, lookup
+from recbench.schema import PlanResult
 from recbench.types import Request, Response
 
 log = logging.getLogger(__name__)
 MAX_ROUNDS = 10_000  # per example: a method that never stops is a bug, not a plan
 
 
-@dataclass
-class Plan:
-    """The numbers `mode=plan` prints (and writes to plan.json in the run dir)."""
-
-    task: str
-    model: str
-    method: str
-    examples: int
-    already_finished: int
-    requests: int = 0
-    requests_exact: bool = True
-    unique_requests: int = 0
-    cached: int = 0
-    prompt_tokens: int = 0
-    prompt_tokens_uncached: int = 0
-    max_prompt_tokens: int = 0
-    max_completion_tokens: int = 0
-    over_context: int = 0
-    context_length: Optional[int] = None
-    tokenizer: str = "none"
-    cost: Optional[dict[str, Any]] = None
-    cost_uncached: Optional[dict[str, Any]] = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def cached_share(self) -> Optional[float]:
-        """Share of the unique requests already in the response cache."""
-        return self.cached / self.unique_requests if self.unique_requests else None
+Plan = PlanResult  # the numbers `mode=plan` prints (and writes to plan.json), typed in recbench.schema
 
 
 # ---- token counting -------------------------------------------------------------------------------
@@ -90,37 +64,17 @@ class TokenCounter:
         return max(1, sum(len(m["content"]) for m in msgs) // 4 + 4 * len(msgs))
 
 
-# ---- cache lookup by model name + request content (no model identity without loading the model) ---------
-def cached_answers(cache_cfg: DictConfig, model_name: str) -> dict[str, dict[str, Any]]:
-    """Request content JSON -> cached response payload, for this model name (read-only)."""
-    import sqlite3
-
-    path = Path(str(cache_cfg.path))
-    if not cache_cfg.get("enabled", True) or not path.exists():
-        return {}
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    try:
-        rows = con.execute("SELECT request, response FROM responses WHERE model = ?", (model_name,)).fetchall()
-    except sqlite3.Error:
-        rows = []
-    finally:
-        con.close()
-    return {req: json.loads(resp) for req, resp in rows}
-
-
 def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
-    from recbench.app import build_task
+    from recbench.config_schema import validate
+    from recbench.construct import build_task, select_examples
+    from recbench.schema import read_run
 
+    validate(cfg)
     task = build_task(cfg)
     method = task.make_method(cfg.method, cfg.sampling)
-    examples = task.load()
-    if cfg.limit is not None:
-        examples = examples[: int(cfg.limit)]
-    samples = Path(run_dir) / "samples.jsonl"
-    done = set()
-    if samples.exists():
-        done = {json.loads(line)["id"] for line in samples.read_text(encoding="utf-8").splitlines() if line.strip()}
+    examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
+    done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
     todo = [e for e in examples if e.id not in done]
     uses_model = method.needs_backend
     p = Plan(task=task.name, model=str(cfg.model.name) if uses_model else "none", method=method.name,
@@ -130,7 +84,7 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
         return p
     backend_cfg = cfg.model.get("backend") or {}
     model_name = str(backend_cfg.get("name") or cfg.model.name)
-    answers = cached_answers(cfg.cache, model_name)
+    answers = ResponseCache.answers_by_request(cfg.cache.path, model_name) if cfg.cache.enabled else {}
     counter = TokenCounter(cfg.model)
     p.tokenizer = counter.source
     ctx = cfg.model.get("context_length")
@@ -188,9 +142,8 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
 
 
 def _single_round(method: Any) -> bool:
-    """Methods known to ask one round per example (their request count does not depend on answers)."""
-    return method.name in {"pointwise", "listwise", "zero_shot", "assistant", "assistant_history"} and \
-        not getattr(method, "cfg", {}).get("self_consistency", 0)
+    """Methods that say they ask one round per example (their request count does not depend on answers)."""
+    return bool(method.single_round) and not (getattr(method, "cfg", None) or {}).get("self_consistency", 0)
 
 
 def print_plan(p: Plan) -> None:
@@ -229,6 +182,8 @@ def run_mode(cfg: DictConfig, run_dir: str | Path) -> None:
     """Dispatch a non-default `mode` (plan); unknown modes fail with the valid choices."""
     lookup(MODES, str(cfg.mode), what="mode", hint="mode=")
     p = plan_from_config(cfg, run_dir)
+    from recbench.runstore import write_json_atomic
+
     Path(run_dir).mkdir(parents=True, exist_ok=True)
-    (Path(run_dir) / "plan.json").write_text(json.dumps({**asdict(p), "cached_share": p.cached_share}, indent=2))
+    write_json_atomic(Path(run_dir) / "plan.json", p.to_dict())
     print_plan(p)

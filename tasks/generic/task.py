@@ -14,8 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.prompts import render_string, sandbox
 from recbench.registry import ConfigError, lookup, suggest
+from recbench.schema import SampleRecord
 from recbench.task import Method, Task
-from recbench.tasks.generic import metrics as M
+from recbench import metric_registry as M
 from recbench.tasks.generic import parsers as P
 from recbench.types import Example, MethodGen, Outcome, Request
 
@@ -66,7 +67,7 @@ class GenericTask(Task):
         self.parse = P.build(self.parser_cfg)
         specs = list(cfg.get("metrics") or [])
         if not specs:
-            raise ConfigError(f"task.metrics: name at least one metric. Valid choices: {', '.join(sorted(M.REGISTRY))}")
+            raise ConfigError(f"task.metrics: name at least one metric. Valid choices: {', '.join(sorted(M.selectable()))}")
         self.metrics = [M.resolve(OmegaConf.to_container(s) if isinstance(s, DictConfig) else s) for s in specs]
         self.breakdown_by = tuple(cfg.get("breakdown_by") or ())
         head = cfg.get("headline_metric") or self.metrics[0].name
@@ -163,15 +164,14 @@ class GenericTask(Task):
                 out[m.record_name] = fail
         return out
 
-    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Corpus-level metrics (e.g. rmse from the per-example squared errors)."""
         recs = list(records)
         out = {}
         for m in self.metrics:
             if m.spec.corpus is not None:
                 k = m.record_name
-                vals = [float(r["metrics"][k]) for r in recs
-                        if r["metrics"].get(k) is not None and not math.isnan(float(r["metrics"][k]))]
+                vals = [v for r in recs if not math.isnan(v := r.value(k))]
                 out[m.name] = m.spec.corpus(vals) if vals else None
         return out
 

@@ -1,11 +1,12 @@
 """LLMRec metrics: RMSE/MAE on clamped ratings, HR@k/NDCG@k for one held-out item, BLEU-4 (sacrebleu), ROUGE-1/2/L."""
 from __future__ import annotations
 
-import functools
 import math
 from typing import Hashable, Iterable, Sequence
 
 import numpy as np
+
+from recbench.metric_registry import rouge_scorer, sentence_bleu
 
 
 # ---- rating -----------------------------------------------------------------------------------
@@ -71,9 +72,7 @@ def ranking_metrics_batch(scores: np.ndarray, target_col: np.ndarray, ks: Iterab
 # ---- text ---------------------------------------------------------------------------------------
 def sentence_bleu4(hyp: str, ref: str) -> float:
     """Sentence BLEU-4 (sacrebleu defaults: 13a tokenizer, exp smoothing), 0-100."""
-    import sacrebleu
-
-    return float(sacrebleu.sentence_bleu(hyp, [ref]).score)
+    return sentence_bleu(hyp, ref)
 
 
 def corpus_bleu4(hyps: Sequence[str], refs: Sequence[str]) -> float:
@@ -83,16 +82,9 @@ def corpus_bleu4(hyps: Sequence[str], refs: Sequence[str]) -> float:
     return float(sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score) if hyps else math.nan
 
 
-@functools.lru_cache(maxsize=1)
-def _rouge():
-    from rouge_score import rouge_scorer
-
-    return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
-
-
 def rouge(hyp: str, ref: str) -> dict[str, float]:
     """ROUGE-1/2/L F1 (rouge-score, Porter stemmer), 0-100."""
-    s = _rouge().score(ref, hyp)
+    s = rouge_scorer().score(ref, hyp)
     return {k: 100.0 * v.fmeasure for k, v in s.items()}
 
 

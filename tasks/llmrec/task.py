@@ -8,8 +8,10 @@ from typing import Any, ClassVar, Iterable
 
 import pandas as pd
 
+from recbench.metric_registry import MetricSpec, register
 from recbench.parsing import parse_number
 from recbench.prompts import render
+from recbench.schema import SampleRecord
 from recbench.task import Task
 from recbench.tasks.llmrec import methods as m
 from recbench.tasks.llmrec import metrics as M
@@ -17,6 +19,19 @@ from recbench.tasks.llmrec.candidates import load_candidates
 from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
 from recbench.tasks.llmrec.resolve import ItemResolver
 from recbench.types import Example, Outcome, Response
+
+register(
+    MetricSpec("parsed", binary=True, doc="1 when the answer carried a rating"),
+    MetricSpec("bleu4", doc="sentence BLEU-4 (sacrebleu, 0-100)"),
+    MetricSpec("corpus_bleu4", aggregation="corpus", doc="corpus BLEU-4 (sacrebleu, 0-100)"),
+    MetricSpec("rmse_parsed", higher_is_better=False, aggregation="corpus", doc="RMSE over parsed answers"),
+    MetricSpec("mae_parsed", higher_is_better=False, aggregation="corpus", doc="MAE over parsed answers"),
+    MetricSpec("share_hallucinated", higher_is_better=False, doc="share of named items not in the catalogue"),
+    MetricSpec("share_out_of_candidate", higher_is_better=False, doc="share of named items outside the candidates"),
+    MetricSpec("share_duplicate", higher_is_better=False, doc="share of named items named twice"),
+    MetricSpec("share_in_candidates", doc="share of named items among the candidates"),
+    MetricSpec("n_valid_items", doc="candidate items named in the answer"),
+)
 
 PKG = "recbench.tasks.llmrec"
 
@@ -128,15 +143,15 @@ class RatingTask(_ReviewTask):
         err = used - example.data["rating"]
         return {"mae": abs(err), "mse": err * err, "parsed": 0.0 if pred is None else 1.0}
 
-    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """RMSE/MAE over all examples (fallback for failures) and over parsed answers only."""
         recs = list(records)
         if not recs:
             return {}
         fb = float(self.cfg.get("fallback_rating", 3.0))
-        truth = [self.by_id[r["id"]].data["rating"] for r in recs]
-        pred = [fb if r["prediction"] is None else float(r["prediction"]) for r in recs]
-        ok = [i for i, r in enumerate(recs) if r["prediction"] is not None]
+        truth = [self.by_id[r.id].data["rating"] for r in recs]
+        pred = [fb if r.prediction is None else float(r.prediction) for r in recs]
+        ok = [i for i, r in enumerate(recs) if r.prediction is not None]
         return {"rmse": M.rmse(pred, truth), "mae": M.mae(pred, truth),
                 "rmse_parsed": M.rmse([pred[i] for i in ok], [truth[i] for i in ok]),
                 "mae_parsed": M.mae([pred[i] for i in ok], [truth[i] for i in ok]),
@@ -181,11 +196,11 @@ class _TextTask(_ReviewTask):
         """Sentence BLEU-4 and ROUGE-1/2/L F1 (0-100) against the reference."""
         return M.text_metrics(outcome.prediction or "", self.reference(example))
 
-    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Corpus BLEU-4 over all examples (failed answers count as empty) and the reference definition."""
         recs = list(records)
-        hyps = [r["prediction"] or "" for r in recs]
-        refs = [self.reference(self.by_id[r["id"]]) for r in recs]
+        hyps = [r.prediction or "" for r in recs]
+        refs = [self.reference(self.by_id[r.id]) for r in recs]
         return {"corpus_bleu4": M.corpus_bleu4(hyps, refs), "reference": self.reference_kind(),
                 "empty_predictions": sum(1 for h in hyps if not h.strip())}
 
@@ -315,17 +330,17 @@ class _RankTask(LLMRecTask):
             out["n_valid_items"] = float(d["in_candidates"])
         return out
 
-    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Corpus-level shares of named items that were hallucinated / out-of-candidate / duplicates."""
-        recs = [r for r in records if "named" in (r.get("details") or {})]
+        recs = [r for r in records if "named" in r.details]
         if not recs:
             return {}
-        tot = {k: sum(r["details"][k] for r in recs) for k in
+        tot = {k: sum(r.details[k] for r in recs) for k in
                ("named", "in_candidates", "out_of_candidate", "hallucinated", "duplicate", "fuzzy")}
         named = tot["named"] or 1
         return {"items_named": tot, **{f"share_{k}": tot[k] / named for k in
                                       ("in_candidates", "out_of_candidate", "hallucinated", "duplicate")},
-                "answers_with_fewer_than_n_valid": sum(1 for r in recs if r["details"]["in_candidates"]
+                "answers_with_fewer_than_n_valid": sum(1 for r in recs if r.details["in_candidates"]
                                                        < int(self.cfg.get("n_recommend", 10)))}
 
 

@@ -7,12 +7,21 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from recbench.metric_registry import MetricSpec, register
 from recbench.metrics import kendall_tau_legacy, kendall_tau_ranks
+from recbench.schema import SampleRecord
 from recbench.task import Task
 from recbench.tasks.perrec.data import load_examples, true_order
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
                                            UserAverage)
 from recbench.types import Example, Outcome
+
+register(
+    MetricSpec("ptc", doc="Kendall tau of true vs predicted per-user ranks (a failed parse scores 0)"),
+    MetricSpec("ptc_parsed", doc="PTC over fully parsed groups only"),
+    MetricSpec("rating_mae", higher_is_better=False, aggregation="corpus", doc="rating MAE over all users"),
+    MetricSpec("rating_rmse", higher_is_better=False, aggregation="corpus", doc="rating RMSE over all users"),
+)
 
 
 class PerRecTask(Task):
@@ -100,14 +109,14 @@ class PerRecTask(Task):
             out["mse"] = sum(e * e for e in errs) / len(errs) if full else math.nan
         return out
 
-    def extra_aggregates(self, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Rating MAE and RMSE over all users of the groups with a full rating prediction (group-size weighted)."""
-        rs = [r for r in records if r["metrics"].get("mae") is not None and not math.isnan(float(r["metrics"]["mae"]))]
+        rs = [r for r in records if not math.isnan(r.value("mae"))]
         if not rs:
             return {}
-        n = sum(int(r["meta"].get("group_size", 1)) for r in rs)
-        mae = sum(float(r["metrics"]["mae"]) * int(r["meta"].get("group_size", 1)) for r in rs) / n
-        mse = sum(float(r["metrics"]["mse"]) * int(r["meta"].get("group_size", 1)) for r in rs) / n
+        n = sum(int(r.meta.get("group_size", 1)) for r in rs)
+        mae = sum(r.value("mae") * int(r.meta.get("group_size", 1)) for r in rs) / n
+        mse = sum(r.value("mse") * int(r.meta.get("group_size", 1)) for r in rs) / n
         return {"rating_mae": mae, "rating_rmse": math.sqrt(mse), "rating_n": n, "rating_groups": len(rs)}
 
     def identity(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from recbench.metric_registry import MetricSpec, register
 from recbench.kg.graph import KnowledgeGraph, display_title, split_year
 from recbench.registry import ConfigError
 from recbench.task import Task
@@ -18,6 +19,17 @@ from recbench.tasks.recbench_plus import data as D
 from recbench.tasks.recbench_plus import metrics as M
 from recbench.tasks.recbench_plus.methods import AssistantMethod
 from recbench.types import Example, Outcome
+
+register(
+    MetricSpec("recall", doc="official recall of the ground-truth titles"),
+    MetricSpec("precision", doc="official precision"),
+    MetricSpec("ftr", higher_is_better=False, binary=True, doc="format-error rate (official)"),
+    MetricSpec("cmr", doc="condition match rate of recommended items found in the KG"),
+    MetricSpec("kg_existence", doc="share of recommended items found in the KG"),
+    MetricSpec("strict_recall", doc="recall of catalogue-resolved titles"),
+    MetricSpec("strict_precision", doc="precision of catalogue-resolved titles"),
+    MetricSpec("strict_ndcg", doc="NDCG of catalogue-resolved titles"),
+)
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from recbench.app import run_from_config
+from recbench.schema import SCHEMA_VERSION
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
@@ -36,7 +37,7 @@ def test_rerun_after_completion_makes_no_backend_call(tmp_path):
     files = {p.name for p in (tmp_path / "a" / "run").iterdir()}
     assert {"samples.jsonl", "metrics.json", "config.yaml", "versions.json"} <= files
     saved = json.loads((tmp_path / "a" / "run" / "metrics.json").read_text())
-    assert saved["schema_version"] == 1 and saved["counts"]["parse_failed"] == 0
+    assert saved["schema_version"] == SCHEMA_VERSION and saved["counts"]["parse_failed"] == 0
 
 
 def test_limit_runs_first_n(tmp_path):

@@ -79,7 +79,7 @@ def _run(tmp_path, answer_fn, n=10):
     loop = EvalLoop(task, method, backend, ResponseCache(tmp_path / "c.sqlite"), RunStore(tmp_path / "run"),
                     chunk_size=1000, progress=False)
     loop.run(examples)
-    return examples, backend, loop, list(loop.store.records())
+    return examples, backend, loop, [r.to_dict() for r in loop.store.records()]
 
 
 def test_consistent_oracle_ranks_perfectly(tmp_path):

@@ -49,7 +49,7 @@ def test_identical_queries_are_scored_with_their_own_answers(tmp_path):
     store = RunStore(tmp_path / "run")
     loop = EvalLoop(task, method, PredictionsBackend(str(preds)), ResponseCache(tmp_path / "c.sqlite"), store, progress=False)
     loop.run(task.load())
-    got = {r["id"]: r for r in store.records()}
+    got = {r.id: r.to_dict() for r in store.records()}
     assert got["0-0"]["metrics"]["recall"] == 1.0 and got["0-0"]["parse_status"] == "ok"
     assert got["0-1"]["metrics"]["recall"] == 0.0 and got["0-1"]["metrics"]["ftr"] == 1.0
     assert got["0-1"]["parse_status"] == "failed"  # one title, no [SEP]: recorded, not dropped

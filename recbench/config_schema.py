@@ -1,0 +1,91 @@
+"""Structured configs (typed, with their defaults) for the core groups: run, cache, sampling, and the top level.
+
+conf/config.yaml starts from `RecbenchConfig` (registered as `recbench_schema`), so a wrong type fails at compose
+time and each default lives here once. Task, model and method keys stay free-form YAML in their groups; value
+ranges that types cannot say (temperature >= 0, sizes >= 1) are checked by `validate`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import DictConfig
+
+from recbench.registry import ConfigError
+
+
+@dataclass
+class SamplingConf:
+    """Decoding parameters sent with EVERY request (never the model's implicit defaults)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = "${seed}"  # type: ignore[assignment] - interpolation, resolved to an int
+
+
+@dataclass
+class CacheConf:
+    """The SQLite response cache."""
+
+    enabled: bool = True
+    path: str = "${oc.env:RECBENCH_CACHE_DIR,.cache}/responses.sqlite"
+
+
+@dataclass
+class RunConf:
+    """How the loop runs and aggregates."""
+
+    chunk_size: Optional[int] = None  # examples in progress at once (null = all)
+    limit_strategy: str = "first"  # which `limit` examples: first | stratified (by the task's first breakdown) | random
+    store_prompts: bool = True
+    progress: bool = True
+    bootstrap_resamples: int = 1000
+    ci_level: float = 0.95
+
+
+@dataclass
+class RecbenchConfig:
+    """The top-level config: task, model and method come from their config groups."""
+
+    task: Any = None
+    model: Any = None
+    method: Any = None
+    limit: Optional[int] = None  # evaluate N examples only (null = all); part of the run-dir name
+    seed: int = 0
+    mode: str = "run"  # run | plan
+    sampling: SamplingConf = field(default_factory=SamplingConf)
+    cache: CacheConf = field(default_factory=CacheConf)
+    run: RunConf = field(default_factory=RunConf)
+
+
+def register_configs() -> None:
+    """Register the schema in Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="recbench_schema", node=RecbenchConfig)
+
+
+def _check(ok: bool, key: str, value: Any, rule: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value}: must be {rule}")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Range checks types cannot express, each naming the key: sampling, sizes, limit."""
+    s = cfg.sampling
+    _check(float(s.temperature) >= 0, "sampling.temperature", s.temperature, ">= 0 (0 = greedy)")
+    _check(0 < float(s.top_p) <= 1, "sampling.top_p", s.top_p, "in (0, 1]")
+    r = cfg.run
+    _check(r.chunk_size is None or int(r.chunk_size) >= 1, "run.chunk_size", r.chunk_size, ">= 1, or null for all")
+    _check(int(r.bootstrap_resamples) >= 1, "run.bootstrap_resamples", r.bootstrap_resamples, ">= 1")
+    _check(0 < float(r.ci_level) < 1, "run.ci_level", r.ci_level, "in (0, 1)")
+    _check(r.limit_strategy in ("first", "stratified", "random"), "run.limit_strategy", r.limit_strategy,
+           "one of first, stratified, random")
+    _check(cfg.limit is None or int(cfg.limit) >= 1, "limit", cfg.limit, ">= 1, or null for all examples")
+    m = cfg.get("method") or {}
+    if m.get("max_tokens") is not None:
+        _check(int(m.max_tokens) >= 1, "method.max_tokens", m.max_tokens, ">= 1")
+    b = (cfg.get("model") or {}).get("backend") or {}
+    for key in ("batch_size", "concurrency", "max_retries_total"):
+        if b.get(key) is not None:
+            _check(int(b[key]) >= 1, f"model.backend.{key}", b[key], ">= 1")
