@@ -72,6 +72,7 @@ def merge(sources: Iterable[str | Path], dest: str | Path, progress: bool = True
         conn.close()
         report.append({"path": str(src), "rows": read, "added": added})
     after = out.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    out.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file: safe to copy or read elsewhere
     out.close()
     return {"dest": str(dest), "rows_before": before, "rows_after": after, "sources": report}
 
@@ -89,6 +90,54 @@ def stats(path: str | Path) -> dict[str, Any]:
     size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.is_file())
     return {"path": str(path), "rows": n, "bytes": size, "first_created": first, "last_created": last,
             "models": per_model}
+
+
+def seed_copy(shared: str | Path, job_cache: str | Path) -> bool:
+    """Start a job's own cache as a copy of the shared one (SQLite backup API); False when there is nothing to copy."""
+    shared, job_cache = Path(shared), Path(job_cache)
+    if not shared.is_file() or job_cache.exists() or shared.resolve() == job_cache.resolve():
+        return False
+    job_cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = job_cache.with_name(job_cache.name + ".seeding")
+    src = sqlite3.connect(f"file:{shared}?mode=ro", uri=True, timeout=60)
+    dst = sqlite3.connect(str(tmp))
+    src.backup(dst)
+    dst.close()
+    src.close()
+    tmp.rename(job_cache)
+    return True
+
+
+try:  # the callback needs hydra; `python -m recbench.cache stats` does not
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover - hydra is a core dependency
+    Callback = object  # type: ignore[misc,assignment]
+
+
+class PerJobCacheCallback(Callback):  # type: ignore[misc]
+    """Sweeps on many hosts: each job writes its own cache file (set by the launcher preset through
+    hydra.job.env_set), seeded from the shared cache at job start; when the multirun ends, every job's file is
+    merged back into the shared cache. No SQLite file is ever written by two hosts."""
+
+    def __init__(self, shared: str, seed: bool = True, merge_back: bool = True, caches_subdir: str = "caches"):
+        self.shared = Path(shared).absolute()
+        self.seed = seed
+        self.merge_back = merge_back
+        self.caches_subdir = caches_subdir
+
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        """Copy the shared cache into this job's (empty) cache file, so answers already paid for are hits."""
+        if self.seed and config.cache.get("enabled", True):
+            seed_copy(self.shared, Path(str(config.cache.path)).absolute())
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        """Merge every job's cache under <sweep dir>/caches into the shared cache."""
+        folder = Path(str(config.hydra.sweep.dir)) / self.caches_subdir
+        if self.merge_back and folder.is_dir() and any(folder.rglob("*.sqlite")):
+            res = merge([folder], self.shared, progress=False)
+            added = sum(r["added"] for r in res["sources"])
+            print(f"recbench: merged {len(res['sources'])} job cache(s) into {self.shared} (+{added} rows, "
+                  f"{res['rows_after']} in all)", file=sys.stderr)
 
 
 def _fmt_time(t: Optional[float]) -> str:
