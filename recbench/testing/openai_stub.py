@@ -344,6 +344,8 @@ class StubProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
     def __enter__(self) -> "StubProcess":
         return self
