@@ -2,7 +2,8 @@
 
 The sampler is keyed by BLAKE2b(seed, task, user, draw) so it does not depend on any library's RNG stream:
 freezing again on any machine gives the byte-identical file and the same content hash. Runs never sample;
-they load the file and refuse it when its hash or its positives disagree with the recorded ones.
+they load the file and refuse it when its hash or its positives disagree with the recorded ones. A task whose file
+is missing freezes it on first use (`ensure_frozen`, with a progress bar) and then checks the recorded hash.
 
     python -m recbench.tasks.llmrec.candidates --data ../shared/data/beauty_p5 --kind direct --out FILE
 """
@@ -12,6 +13,8 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -26,12 +29,16 @@ def _draw(seed: int, kind: str, user: str, k: int, n: int) -> int:
     return int.from_bytes(d, "big") % n
 
 
-def sample_candidates(data: P5Data, kind: str, seed: int, n_negatives: int) -> list[dict]:
+def sample_candidates(data: P5Data, kind: str, seed: int, n_negatives: int, progress: bool = False) -> list[dict]:
     """Per user: the test target plus n_negatives items the user never interacted with, in a seeded shuffled order."""
+    from tqdm.auto import tqdm
+
     items = data.items
     n = len(items)
     out = []
-    for user, seq in data.sequences.items():
+    users = tqdm(data.sequences.items(), total=len(data.sequences), desc=f"freezing {kind} candidates",
+                 unit="user", disable=not progress, mininterval=1.0)
+    for user, seq in users:
         seen = set(seq)
         if n - len(seen) < n_negatives:
             raise ValueError(f"user {user}: only {n - len(seen)} items left to sample {n_negatives} negatives from")
@@ -58,20 +65,53 @@ def content_bytes(records: list[dict]) -> bytes:
     return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
 
 
-def freeze(data_dir: str, kind: str, out: str | Path, seed: int = 2023, n_negatives: int = 99) -> dict:
-    """Sample candidates once and write FILE (gzip, mtime 0) + FILE.manifest.json; returns the manifest."""
-    data = load_p5(str(data_dir))
-    records = sample_candidates(data, kind, seed, n_negatives)
+def freeze(data_dir: str | P5Data, kind: str, out: str | Path, seed: int = 2023, n_negatives: int = 99,
+           progress: bool = False) -> dict:
+    """Sample candidates once and write FILE (gzip, mtime 0) + FILE.manifest.json; returns the manifest.
+
+    Both files are written under temporary names and renamed into place (manifest first), so a reader never sees a
+    half-written file, and two processes freezing the same file at once leave one identical result.
+    """
+    data = data_dir if isinstance(data_dir, P5Data) else load_p5(str(data_dir))
+    records = sample_candidates(data, kind, seed, n_negatives, progress=progress)
     raw = content_bytes(records)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:
-        gz.write(raw)
     manifest = {"format_version": FORMAT_VERSION, "kind": kind, "seed": seed, "n_negatives": n_negatives,
                 "users": len(records), "sha256": hashlib.sha256(raw).hexdigest(),
                 "source_sha256": data.source_sha256, "sampler": "blake2b(seed|kind|user|draw) mod n_items"}
-    Path(str(out) + ".manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp = f".tmp{os.getpid()}"
+    man_p = Path(str(out) + ".manifest.json")
+    Path(str(man_p) + tmp).write_text(json.dumps(manifest, indent=2) + "\n")
+    with open(str(out) + tmp, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:
+        gz.write(raw)
+    os.replace(str(man_p) + tmp, man_p)
+    os.replace(str(out) + tmp, out)
     return manifest
+
+
+def ensure_frozen(path: str | Path, expected_sha256: Optional[str], data: P5Data, kind: str, seed: int = 2023,
+                  n_negatives: int = 99, progress: bool = True) -> bool:
+    """Freeze the candidate file on first use when it is missing (deterministic: it must reproduce expected_sha256).
+
+    Returns True when it froze the file. A file that exists is left alone (load_candidates checks it). A fresh
+    freeze whose hash differs from the recorded one is removed again, with an error naming the likely cause.
+    """
+    p = Path(path)
+    if p.exists():
+        return False
+    print(f"recbench: {p} is missing; freezing {kind} candidates once ({len(data.sequences)} users, seed {seed}, "
+          f"{n_negatives} negatives each)", file=sys.stderr)
+    man = freeze(data, kind, p, seed, n_negatives, progress=progress)
+    if expected_sha256 and man["sha256"] != expected_sha256:
+        p.unlink(missing_ok=True)
+        Path(str(p) + ".manifest.json").unlink(missing_ok=True)
+        raise CandidateFileError(
+            f"freezing {p} from {data.source_sha256[:12]}... gave sha256 {man['sha256']}, not the recorded "
+            f"{expected_sha256}: the data folder is not the one the task was recorded for (or seed/negatives differ). "
+            "Fix: point task.data_dir at the recorded data, or set task.candidates.sha256=null to accept new candidates")
+    print(f"recbench: froze {p} (sha256 {man['sha256'][:16]}..., matches the recorded hash)", file=sys.stderr)
+    return True
 
 
 class CandidateFileError(ValueError):

@@ -15,7 +15,7 @@ from recbench.schema import SampleRecord
 from recbench.task import Task
 from recbench.tasks.llmrec import methods as m
 from recbench.tasks.llmrec import metrics as M
-from recbench.tasks.llmrec.candidates import load_candidates
+from recbench.tasks.llmrec.candidates import ensure_frozen, load_candidates
 from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
 from recbench.tasks.llmrec.resolve import ItemResolver
 from recbench.types import Example, Outcome, Response
@@ -43,6 +43,9 @@ def _clip(s: str, n: int | None) -> str:
 
 class LLMRecTask(Task):
     """Shared parts: prompt rendering from templates/, task identity, lazy id -> example lookup."""
+
+    benchmark_title = "LLMRec"
+    report_order = 2
 
     subtask: ClassVar[str] = ""
     template: ClassVar[str] = ""
@@ -115,6 +118,7 @@ class RatingTask(_ReviewTask):
     template = "rating.j2"
     headline_metric = "mae"
     breakdown_by = ("rating",)
+    report_metrics = ("rmse", "mae")
 
     methods = {"zero_shot": m.ZeroShot, "global_mean": m.GlobalMean, "user_mean": m.UserMean,
                "item_mean": m.ItemMean, "random": m.RandomRating}
@@ -176,6 +180,7 @@ def clean_text_answer(text: str) -> tuple[str, str]:
 
 class _TextTask(_ReviewTask):
     headline_metric = "rougeL"
+    report_metrics = ("bleu4", "rouge1", "rouge2", "rougeL")
 
     methods = {"zero_shot": m.ZeroShot}
 
@@ -259,6 +264,7 @@ class _RankTask(LLMRecTask):
 
     headline_metric = "ndcg@10"
     breakdown_by = ("history",)
+    report_metrics = ("hr@1", "hr@5", "ndcg@5", "hr@10", "ndcg@10")
     ordered_history: ClassVar[bool] = True
 
     methods = {"zero_shot": m.ZeroShot, "popularity": m.Popularity, "item_knn": m.ItemKNN, "mf": m.PureSVD,
@@ -290,7 +296,11 @@ class _RankTask(LLMRecTask):
         return self._loaded
 
     def _load(self) -> list[Example]:
-        cands = load_candidates(self.cfg.candidates.path, self.cfg.candidates.get("sha256"), self.data)
+        cc = self.cfg.candidates
+        # first use: freeze the file (deterministic, progress bar); load_candidates then verifies the recorded hash
+        ensure_frozen(cc.path, cc.get("sha256"), self.data, kind=self.subtask, seed=int(cc.get("seed", 2023)),
+                      n_negatives=int(cc.get("negatives", 99)), progress=bool(cc.get("progress", True)))
+        cands = load_candidates(cc.path, cc.get("sha256"), self.data)
         canon = {i: i for i in self.data.items}
         out = []
         for u, seq in self.data.sequences.items():
