@@ -4,6 +4,7 @@
     python -m recbench.tasks.recbench_plus.train sft out=adapters/rbp_sft
     python -m recbench.tasks.recbench_plus.train rft init=adapters/rbp_sft out=adapters/rbp_sft_rft
     python -m recbench task=recbench_plus_ml100k_heldout model=smollm2 model.backend.adapter=adapters/rbp_sft_rft
+    python -m recbench.tasks.recbench_plus.train plot adapters/rbp_sft_rft/curve.csv curve.png
 """
 from __future__ import annotations
 
@@ -13,14 +14,21 @@ from typing import Optional
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Dispatch split | sft | rft."""
+    """Dispatch split | sft | rft | plot."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("split", "sft", "rft"):
+    if not argv or argv[0] not in ("split", "sft", "rft", "plot"):
         print(__doc__)
         sys.exit(0 if argv and argv[0] in ("-h", "--help") else 2)
     from recbench.tasks.recbench_plus.train.common import stage_config
 
     cmd, rest = argv[0], argv[1:]
+    if cmd == "plot":
+        from recbench.tasks.recbench_plus.train.curve import plot_curve
+
+        if len(rest) != 2:
+            sys.exit("usage: python -m recbench.tasks.recbench_plus.train plot CURVE.csv OUT.png")
+        print(plot_curve(rest[0], rest[1]))
+        return
     if cmd == "split":
         from recbench.tasks.recbench_plus.train.records import load_part
 

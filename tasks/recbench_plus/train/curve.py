@@ -49,3 +49,35 @@ class CurveLogger(TrainerCallback):
         if bar is not None:
             bar.set_postfix({k: f"{float(logs[k]):.3f}" for k in self.postfix
                              if isinstance(logs.get(k), (int, float)) and not math.isnan(float(logs[k]))})
+
+
+def read_curve(path: str | Path) -> dict[str, list[float]]:
+    """The CSV as {column: values} (empty cells as NaN)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    cols = rows[0].keys() if rows else []
+    return {c: [float(r[c]) if r[c] not in ("", None) else math.nan for r in rows] for c in cols}
+
+
+def plot_curve(path: str | Path, out: str | Path, columns: Sequence[str] = ()) -> Path:
+    """A PNG of the curve: mean reward (or loss) and each reward component per step, KL on a second axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = read_curve(path)
+    main = list(columns) or [k for k in c if k == "reward" or k.startswith("rewards/")] or ["loss"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k in main:
+        ax.plot(c["step"], c[k], marker="o", label=k.replace("rewards/", "").replace("/mean", ""))
+    ax.set_xlabel("step")
+    ax.legend(loc="upper left", fontsize=8)
+    if "kl" in c and not columns:
+        ax2 = ax.twinx()
+        ax2.plot(c["step"], c["kl"], color="grey", linestyle="--", label="kl")
+        ax2.set_ylabel("KL")
+    fig.tight_layout()
+    fig.savefig(str(out), dpi=120)
+    plt.close(fig)
+    return Path(out)

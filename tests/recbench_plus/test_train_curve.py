@@ -1,0 +1,26 @@
+"""The training curve CSV: one row per logged step with reward, KL and each component; the end summary is skipped."""
+from __future__ import annotations
+
+import csv
+import math
+
+from transformers import TrainerState
+
+from recbench.tasks.recbench_plus.train.curve import CurveLogger, plot_curve, read_curve, rft_columns
+
+
+def test_curve_rows_and_plot(tmp_path):
+    cols = rft_columns(["recall", "cmr"])
+    log = CurveLogger(tmp_path / "curve.csv", cols)
+    state = TrainerState()
+    for step, (r, kl, rec) in enumerate([(0.1, 0.0, 0.05), (0.3, 0.002, 0.2)], start=1):
+        state.global_step = step
+        log.on_log(None, state, None, logs={"reward": r, "kl": kl, "rewards/recall/mean": rec, "loss": 0.01})
+    log.on_log(None, state, None, logs={"train_runtime": 12.0, "train_loss": 0.01})  # summary: not a step
+    rows = list(csv.DictReader(open(tmp_path / "curve.csv")))
+    assert [r["step"] for r in rows] == ["1", "2"] and list(rows[0]) == list(cols)
+    assert rows[1]["reward"] == "0.3" and rows[1]["kl"] == "0.002" and rows[1]["rewards/recall/mean"] == "0.2"
+    c = read_curve(tmp_path / "curve.csv")
+    assert c["reward"] == [0.1, 0.3] and math.isnan(c["rewards/cmr/mean"][0])
+    png = plot_curve(tmp_path / "curve.csv", tmp_path / "curve.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
