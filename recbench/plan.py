@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from recbench.cache import ResponseCache
 from recbench.cost import run_cost
-from recbench.registry import ConfigError, lookup
+from recbench.registry import lookup
 from recbench.schema import PlanResult
 from recbench.types import Request, Response
 

@@ -112,13 +112,28 @@ class Task(abc.ABC):
         """Task-specific aggregates beyond per-metric means (optional)."""
         return {}
 
-    # ---- presentation hooks (recbench.report calls them; the core draws only generic tables) ----------
-    @classmethod
-    def report_sections(cls, runs: list[Any], cells: Any, layouts: Any) -> list[Any]:
-        """Extra report tables of this benchmark for the given runs (default: none)."""
-        return []
+    # ---- presentation: recbench.report draws generic tables and asks each benchmark's Task class for its own ----
+    #: display title of the benchmark this task belongs to (None: the benchmark id)
+    benchmark_title: ClassVar[Optional[str]] = None
+    #: position of the benchmark in reports (lower first)
+    report_order: ClassVar[int] = 99
+    #: metrics shown in this task's generic report table, in order (None: every metric)
+    report_metrics: ClassVar[Optional[tuple[str, ...]]] = None
 
     @classmethod
-    def report_plots(cls, runs: list[Any], cells: Any, layouts: Any, out_dir: Any) -> list[Any]:
-        """Extra report figures of this benchmark (default: none)."""
+    def benchmark_id(cls) -> str:
+        """The benchmark a task class belongs to: its package under recbench.tasks ('other' elsewhere)."""
+        parts = cls.__module__.split(".")
+        return parts[2] if len(parts) > 2 and parts[:2] == ["recbench", "tasks"] else "other"
+
+    @classmethod
+    def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
+        """This benchmark's report tables (default: one generic table per task)."""
+        from recbench.report.tables import per_task_tables
+
+        return per_task_tables(idx, view, benchmark)
+
+    @classmethod
+    def report_plots(cls, agg: Any, view: Any, benchmark: str) -> list[Any]:
+        """This benchmark's extra report figures (default: none)."""
         return []

@@ -21,3 +21,16 @@ def listwise_answer(req) -> str:
     n = int(text.split(" users all rated")[0].strip().split()[-1])
     labels = [f"User {chr(65 + i)}" for i in range(n)][::-1]
     return '{"ranking": [' + ", ".join(f'"{x}"' for x in labels) + "]}"
+
+
+def read_samples(run_dir) -> list[dict]:
+    """A run dir's records as dicts, each call with its messages, read through recbench.schema.read_run."""
+    from recbench.schema import read_run
+
+    out = []
+    for r in read_run(run_dir, require_result=False).samples(with_prompts=True):
+        d = r.to_dict()
+        for c, call in zip(d["calls"], r.calls):
+            c["messages"] = call.messages
+        out.append(d)
+    return out

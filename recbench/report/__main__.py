@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from recbench.report.layouts import Layouts
+from recbench.schema import SchemaError
 from recbench.report.writer import write_report
 
 
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         written = write_report(a.dirs, out, title=a.title, formats=a.formats.split(","),
                                layouts=Layouts.load(a.layouts) if a.layouts else None)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, SchemaError) as e:
         print(f"recbench.report: {e}", file=sys.stderr)
         return 2
     for k, p in written.items():

@@ -1,4 +1,4 @@
-"""Collect run dirs (metrics.json + config.yaml + samples.jsonl) into one tidy pandas table of cells."""
+"""Collect run dirs (read through recbench.schema) into one tidy pandas table of cells."""
 from __future__ import annotations
 
 import json
@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import pandas as pd
-import yaml
 
 from recbench.metrics import summarize
 from recbench.report.layouts import Layouts
+from recbench.schema import Run as SchemaRun
+from recbench.schema import RunResult, SampleRecord, SchemaError, find_run_dirs, read_run
+from recbench.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +24,10 @@ OVERALL = ("all", "all")  # (slice key, slice value) of a run's overall metrics
 
 @dataclass
 class Run:
-    """One run dir: its metrics.json, flattened resolved config, and identity within a report."""
+    """One run dir as a report sees it: the typed result, the flattened config, identity within a report."""
 
     dir: Path
-    metrics: dict[str, Any]
+    result: RunResult
     config: dict[str, Any]
     benchmark: str
     task: str
@@ -34,19 +36,26 @@ class Run:
     seed: Any
     variant: dict[str, Any]
     subset: dict[str, Any]
-    records: Optional[list[dict[str, Any]]] = field(default=None, repr=False)
+    source: SchemaRun = field(repr=False)
+    task_class: type = field(default=Task, repr=False)
 
-    def samples(self) -> list[dict[str, Any]]:
-        """The run's per-example records (id, meta, parse_status, metrics), read once."""
-        if self.records is None:
-            p = self.dir / "samples.jsonl"
-            self.records = []
-            if p.exists():
-                for line in p.read_text(encoding="utf-8").splitlines():
-                    if line.strip():
-                        r = json.loads(line)
-                        self.records.append({k: r.get(k) for k in ("id", "meta", "parse_status", "metrics")})
-        return self.records
+    def samples(self) -> list[SampleRecord]:
+        """The run's per-example records, read once through the schema."""
+        return self.source.samples()
+
+
+def task_class_of(target: Optional[str]) -> type:
+    """The Task class a run's config names (task._target_), or the base Task when it cannot be imported."""
+    if not target:
+        return Task
+    try:
+        from hydra.utils import get_class
+
+        cls = get_class(str(target))
+    except Exception as e:  # noqa: BLE001 - a report of foreign runs still works with generic tables
+        log.warning("report: task class %s not importable (%s); generic tables only", target, e)
+        return Task
+    return cls if isinstance(cls, type) and issubclass(cls, Task) else Task
 
 
 def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -68,35 +77,24 @@ def _ignored(key: str, layouts: Layouts) -> bool:
     return any(key == k or key.startswith(k + ".") for k in layouts.ignore_keys)
 
 
-def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
-    """Every folder holding a metrics.json under the given run or sweep dirs (sorted, unique)."""
-    found: set[Path] = set()
-    for p in map(Path, paths):
-        if not p.exists():
-            raise FileNotFoundError(f"no such run or sweep dir: {p}")
-        if (p / "metrics.json").is_file():
-            found.add(p.resolve())
-        found.update(m.parent.resolve() for m in p.rglob("metrics.json") if m.parent.name != "report")
-    return sorted(found)
-
-
 def load_run(run_dir: Path, layouts: Layouts) -> Run:
-    """Read one run dir into a Run (config.yaml may be absent: then only metrics.json identifies it)."""
-    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-    cfg_path = run_dir / "config.yaml"
-    cfg = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) if cfg_path.exists() else {}
-    flat = flatten(cfg or {})
-    task = str(metrics["task"].get("name") or flat.get("task.name"))
-    model = str(metrics.get("model", "none"))
+    """Read one run dir (through recbench.schema) into a Run."""
+    src = read_run(run_dir)
+    res = src.result
+    assert res is not None
+    flat = flatten(src.config or {})
+    task = res.task_name or str(flat.get("task.name"))
+    model = res.model
     if model == "none":  # model-free reference rows: decoding settings do not apply
         flat = {k: v for k, v in flat.items() if not k.startswith("sampling.")}
     subset = {k: flat[k] for k in layouts.subset_keys if k in flat}
     variant = {k: v for k, v in flat.items() if not _ignored(k, layouts) and k not in subset}
-    return Run(dir=run_dir, metrics=metrics, config=flat, benchmark=layouts.benchmark_of(task), task=task,
+    cls = task_class_of(flat.get("task._target_"))
+    layouts.note_metrics(res.metric_info)
+    return Run(dir=run_dir, result=res, config=flat, benchmark=cls.benchmark_id(), task=task,
                # the method as selected (method.name); a task may share one Method class between names
-               model=model, method=str(flat.get("method.name") or metrics.get("method")), seed=flat.get("seed", 0),
-               variant=variant,
-               subset=subset)
+               model=model, method=str(flat.get("method.name") or res.method), seed=flat.get("seed", 0),
+               variant=variant, subset=subset, source=src, task_class=cls)
 
 
 def load_runs(paths: Iterable[str | Path], layouts: Optional[Layouts] = None) -> list[Run]:
@@ -106,7 +104,7 @@ def load_runs(paths: Iterable[str | Path], layouts: Optional[Layouts] = None) ->
     for d in find_run_dirs(paths):
         try:
             runs.append(load_run(d, layouts))
-        except (OSError, ValueError, KeyError, yaml.YAMLError) as e:
+        except (OSError, SchemaError) as e:
             log.warning("skipping %s: %s", d, e)
     return runs
 
@@ -139,37 +137,34 @@ def _num(v: Any) -> float:
 
 def _slice_counts(run: Run, key: str, value: str) -> tuple[int, int]:
     """(examples, parse failures) of one breakdown slice, from samples.jsonl."""
-    recs = [r for r in run.samples() if str((r.get("meta") or {}).get(key)) == value]
-    return len(recs), sum(1 for r in recs if r.get("parse_status") == "failed")
+    recs = [r for r in run.samples() if str(r.meta.get(key)) == value]
+    return len(recs), sum(1 for r in recs if r.parse_status == "failed")
 
 
 def run_cells(run: Run, label: str) -> list[dict[str, Any]]:
     """Tidy rows of one run: overall metrics (+ scalar extras), and every breakdown slice's metrics."""
-    m = run.metrics
-    c = m.get("counts", {})
+    m = run.result
+    c = m.counts
     base = {"benchmark": run.benchmark, "task": run.task, "model": run.model, "method": run.method,
             "variant": label, "seed": run.seed, "pooled": False, "run_dir": str(run.dir)}
     rows = []
-    for name, s in (m.get("metrics") or {}).items():
-        rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": _num(s.get("mean")),
-                     "ci_low": _num(s.get("ci_low")), "ci_high": _num(s.get("ci_high")), "n": s.get("n"),
-                     "examples": c.get("examples"), "parse_failed": c.get("parse_failed"),
-                     "source": f"metrics.{name}.mean"})
-    for name, v in (m.get("extra") or {}).items():
-        if name in (m.get("metrics") or {}) or isinstance(v, bool) or not isinstance(v, (int, float)):
+    for name, s in m.metrics.items():
+        rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": s.mean,
+                     "ci_low": s.ci_low, "ci_high": s.ci_high, "n": s.n, "examples": c.examples,
+                     "parse_failed": c.parse_failed, "source": f"metrics.{name}.mean"})
+    for name, v in m.extra.items():
+        if name in m.metrics or isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": _num(v),
-                     "ci_low": math.nan, "ci_high": math.nan, "n": c.get("examples"),
-                     "examples": c.get("examples"), "parse_failed": c.get("parse_failed"),
-                     "source": f"extra.{name}"})
-    for key, vals in (m.get("breakdown") or {}).items():
+                     "ci_low": math.nan, "ci_high": math.nan, "n": c.examples, "examples": c.examples,
+                     "parse_failed": c.parse_failed, "source": f"extra.{name}"})
+    for key, vals in m.breakdown.items():
         for val, b in vals.items():
             ex, pf = _slice_counts(run, key, val)
-            for name, s in (b.get("metrics") or {}).items():
-                rows.append({**base, "slice": key, "value": val, "metric": name, "mean": _num(s.get("mean")),
-                             "ci_low": _num(s.get("ci_low")), "ci_high": _num(s.get("ci_high")), "n": s.get("n"),
-                             "examples": b.get("n", ex), "parse_failed": pf,
-                             "source": f"breakdown.{key}.{val}.metrics.{name}.mean"})
+            for name, s in b.metrics.items():
+                rows.append({**base, "slice": key, "value": val, "metric": name, "mean": s.mean,
+                             "ci_low": s.ci_low, "ci_high": s.ci_high, "n": s.n, "examples": b.n or ex,
+                             "parse_failed": pf, "source": f"breakdown.{key}.{val}.metrics.{name}.mean"})
     return rows
 
 
@@ -179,14 +174,14 @@ def _pooled_overall(parts: list[Run], label: str) -> list[dict[str, Any]]:
     cfg = parts[0].config
     n_boot, level = int(cfg.get("run.bootstrap_resamples", 1000)), float(cfg.get("run.ci_level", 0.95))
     seed = int(parts[0].seed or 0)
-    names = list(dict.fromkeys(k for r in recs for k in (r.get("metrics") or {})))
+    names = list(dict.fromkeys(k for r in recs for k in r.metrics))
     p0 = parts[0]
     base = {"benchmark": p0.benchmark, "task": p0.task, "model": p0.model, "method": p0.method, "variant": label,
             "seed": p0.seed, "pooled": True, "run_dir": " ".join(str(p.dir) for p in parts)}
-    status = Counter(r.get("parse_status") for r in recs)
+    status = Counter(r.parse_status for r in recs)
     rows = []
     for name in names:
-        s = summarize([_num((r.get("metrics") or {}).get(name)) for r in recs], n_boot, level, seed)
+        s = summarize([r.value(name) for r in sorted(recs, key=lambda r: r.id)], n_boot, level, seed)
         rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": s["mean"],
                      "ci_low": s["ci_low"], "ci_high": s["ci_high"], "n": s["n"], "examples": len(recs),
                      "parse_failed": status.get("failed", 0), "source": f"pooled samples.jsonl:{name}"})

@@ -1,43 +1,42 @@
-"""Per-benchmark report layouts, read from conf/report/layouts.yaml (packaged as recbench.conf)."""
+"""Report settings (conf/report/layouts.yaml: subset and ignored config keys) and metric directions.
+
+Directions come from the metric registry (recbench.metric_registry) or, for metrics a run registered itself
+(e.g. a user's YAML benchmark), from the `metric_info` the run wrote into metrics.json. Per-benchmark tables and
+plots belong to the tasks (Task.report_tables / Task.report_plots), not to this module.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
+from recbench.metric_registry import metric_spec
+
 
 @dataclass
 class Layouts:
-    """Benchmarks (title, task prefixes, layout settings), metric directions, subset and ignored config keys."""
+    """Subset and ignored config keys, plus the metric properties the loaded runs recorded."""
 
-    benchmarks: dict[str, dict[str, Any]]
-    lower_is_better: set[str]
     subset_keys: list[str]
     ignore_keys: list[str]
+    metric_info: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @staticmethod
     def load(path: Optional[str | Path] = None) -> "Layouts":
-        """The packaged layouts (or a YAML file of the same shape)."""
+        """The packaged settings (or a YAML file of the same shape)."""
         text = (Path(path).read_text() if path else
                 resources.files("recbench.conf").joinpath("report", "layouts.yaml").read_text())
-        d = yaml.safe_load(text)
-        return Layouts(benchmarks=d["benchmarks"], lower_is_better=set(d.get("lower_is_better", [])),
-                       subset_keys=list(d.get("subset_keys", [])), ignore_keys=list(d.get("ignore_keys", [])))
+        d = yaml.safe_load(text) or {}
+        return Layouts(subset_keys=list(d.get("subset_keys", [])), ignore_keys=list(d.get("ignore_keys", [])))
 
-    def benchmark_of(self, task: str) -> str:
-        """The benchmark a task name belongs to (first matching prefix; '' matches anything)."""
-        for name, b in self.benchmarks.items():
-            if any(task.startswith(p) for p in b.get("tasks", [])):
-                return name
-        return "other"
-
-    def title(self, benchmark: str) -> str:
-        """Display title of a benchmark."""
-        return str(self.benchmarks.get(benchmark, {}).get("title", benchmark))
+    def note_metrics(self, info: dict[str, dict[str, Any]]) -> None:
+        """Remember what a run recorded about its metrics (direction, binary-ness)."""
+        for k, v in (info or {}).items():
+            self.metric_info.setdefault(k, v)
 
     def higher_is_better(self, metric: str) -> bool:
-        """Direction of a metric (for best / second-best marks)."""
-        return metric not in self.lower_is_better
+        """Direction of a metric, from the registry or the runs' recorded metric_info."""
+        return metric_spec(metric, self.metric_info.get(metric)).higher_is_better

@@ -1,11 +1,12 @@
-"""Report plots (matplotlib, Agg) as base64 PNG data URIs: headline bars with CI whiskers, PTC vs group size,
-parse-failure rates."""
+"""Report plots (matplotlib, Agg) as base64 PNG data URIs: headline bars with CI whiskers and parse-failure rates;
+benchmarks add their own figures through Task.report_plots."""
 from __future__ import annotations
 
 import base64
 import io
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -14,7 +15,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from recbench.report.collect import OVERALL  # noqa: E402
-from recbench.report.layouts import Layouts  # noqa: E402
+
+
+if TYPE_CHECKING:
+    from recbench.report.tables import ReportView
 
 
 @dataclass
@@ -24,6 +28,7 @@ class Plot:
     id: str
     title: str
     png_base64: str
+    section: str = ""  # the report section (benchmark id); "" = the generic figures
 
     @property
     def data_uri(self) -> str:
@@ -31,29 +36,31 @@ class Plot:
         return f"data:image/png;base64,{self.png_base64}"
 
 
-def _png(fig) -> str:
+def png(fig) -> str:
+    """A matplotlib figure as base64 PNG (the figure is closed)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _row_label(r) -> str:
+def row_label(r) -> str:
+    """'model · method [variant]' (the method alone for reference rows)."""
     base = r["method"] if r["model"] == "none" else f"{r['model']} · {r['method']}"
     return base + (f" [{r['variant']}]" if r["variant"] else "")
 
 
-def headline_bars(agg: pd.DataFrame, headlines: dict[str, str], layouts: Layouts) -> list[Plot]:
+def headline_bars(agg: pd.DataFrame, view: "ReportView") -> list[Plot]:
     """Per task: the headline metric of every configuration, with 95% CI whiskers (none drawn where unknown)."""
     plots = []
     for task in sorted(set(agg["task"])):
-        metric = headlines.get(task)
+        metric = view.headlines.get(task)
         sub = agg[(agg["task"] == task) & (agg["slice"] == OVERALL[0]) & (agg["metric"] == metric)
                   & agg["mean"].notna()]
         if sub.empty:
             continue
         sub = sub.sort_values(["model", "method"])
-        labels = [_row_label(r) for _, r in sub.iterrows()]
+        labels = [row_label(r) for _, r in sub.iterrows()]
         means = sub["mean"].astype(float).tolist()
         lo = [m - l if not math.isnan(l) else 0.0 for m, l in zip(means, sub["ci_low"].astype(float))]
         hi = [h - m if not math.isnan(h) else 0.0 for m, h in zip(means, sub["ci_high"].astype(float))]
@@ -61,34 +68,13 @@ def headline_bars(agg: pd.DataFrame, headlines: dict[str, str], layouts: Layouts
         fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * len(labels) + 2), 3.2))
         ax.bar(range(len(labels)), means, yerr=[lo, hi], capsize=4, color=colors)
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-        arrow = "↑" if layouts.higher_is_better(metric) else "↓"
+        arrow = "↑" if view.higher_is_better(metric) else "↓"
         ax.set_ylabel(f"{metric} {arrow}")
         ax.set_title(f"{task}: {metric} (95% CI; grey = reference rows)", fontsize=10)
         ax.axhline(0, color="black", linewidth=0.6)
-        plots.append(Plot(id=f"bars-{task}", title=f"{task}: {metric}", png_base64=_png(fig)))
+        plots.append(Plot(id=f"bars-{task}", title=f"{task}: {metric}", png_base64=png(fig),
+                          section=view.benchmark_of(task)))
     return plots
-
-
-def ptc_vs_group_size(agg: pd.DataFrame, layouts: Layouts) -> list[Plot]:
-    """PerRecBench: PTC against group size (easy=2, medium=3, hard=4 users), one line per configuration."""
-    lay = layouts.benchmarks["perrec"]
-    sizes = lay["group_size"]
-    sub = agg[(agg["benchmark"] == "perrec") & (agg["slice"] == lay["slice"]) & (agg["metric"] == lay["metric"])
-              & agg["value"].isin(list(sizes)) & agg["mean"].notna()]
-    if sub.empty:
-        return []
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for keys, g in sub.groupby(["task", "model", "method", "variant"], sort=True):
-        g = g.assign(size=g["value"].map(sizes)).sort_values("size")
-        label = _row_label(dict(zip(["task", "model", "method", "variant"], keys)))
-        ax.errorbar(g["size"], g["mean"], yerr=[(g["mean"] - g["ci_low"]).fillna(0), (g["ci_high"] - g["mean"]).fillna(0)],
-                    marker="o", capsize=3, linestyle="--" if keys[1] == "none" else "-", label=label)
-    ax.set_xticks(sorted(set(sub["value"].map(sizes))))
-    ax.set_xlabel("group size (users ranked)")
-    ax.set_ylabel("PTC ↑")
-    ax.set_title("PerRecBench: PTC vs group size (95% CI)", fontsize=10)
-    ax.legend(fontsize=7, loc="best")
-    return [Plot(id="ptc-vs-group-size", title="PTC vs group size", png_base64=_png(fig))]
 
 
 def parse_failure_rates(agg: pd.DataFrame) -> list[Plot]:
@@ -99,7 +85,7 @@ def parse_failure_rates(agg: pd.DataFrame) -> list[Plot]:
     if sub.empty:
         return []
     sub = sub.sort_values(["task", "model", "method"])
-    labels = [f"{r['task']} · {_row_label(r)}" for _, r in sub.iterrows()]
+    labels = [f"{r['task']} · {row_label(r)}" for _, r in sub.iterrows()]
     rates = (sub["parse_failed"].astype(float) / sub["examples"].astype(float)).tolist()
     fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(labels) + 1.2))
     ax.barh(range(len(labels)), rates, color="#c0504d")
@@ -110,11 +96,16 @@ def parse_failure_rates(agg: pd.DataFrame) -> list[Plot]:
     for i, r in enumerate(rates):
         ax.text(r, i, f" {r:.1%}", va="center", fontsize=7)
     ax.set_title("Parse failures (model runs)", fontsize=10)
-    return [Plot(id="parse-failures", title="Parse-failure rates", png_base64=_png(fig))]
+    return [Plot(id="parse-failures", title="Parse-failure rates", png_base64=png(fig))]
 
 
-def all_plots(agg: pd.DataFrame, headlines: dict[str, str], layouts: Layouts) -> list[Plot]:
-    """Every plot of the report."""
+def all_plots(agg: pd.DataFrame, view: "ReportView") -> list[Plot]:
+    """Every plot of the report: headline bars, each benchmark's own figures, parse-failure rates."""
     if agg.empty:
         return []
-    return headline_bars(agg, headlines, layouts) + ptc_vs_group_size(agg, layouts) + parse_failure_rates(agg)
+    plots = headline_bars(agg, view)
+    for b, cls in view.benchmarks.items():
+        for p in cls.report_plots(agg, view, b):
+            p.section = b
+            plots.append(p)
+    return plots + parse_failure_rates(agg)

@@ -1,5 +1,5 @@
-"""Report tables built from the seed-aggregated cell table: PerRecBench Table 1, RecBench+ by query type,
-LLMRec by task, other benchmarks, and the cross-benchmark summary."""
+"""Report tables from the seed-aggregated cell table: the generic pieces (cells, tables, best marks, per-task
+tables) and the cross-benchmark summary; benchmarks add their own tables through Task.report_tables."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ import pandas as pd
 
 from recbench.report.collect import OVERALL
 from recbench.report.layouts import Layouts
+from recbench.task import Task
 
 MISSING = "—"
 
@@ -97,6 +98,7 @@ class Table:
     header: list[list[tuple[str, int]]]  # header rows over the value columns: (label, colspan)
     columns: list[tuple[str, ...]]
     rows: list[tuple[list[str], list[Cell]]]
+    section: str = "summary"  # the report section (benchmark id) the table belongs to
 
     def flat_columns(self) -> list[str]:
         """Column labels joined across header levels (for Markdown/CSV)."""
@@ -179,104 +181,15 @@ def _row_order(models: list[str]) -> list[str]:
     return sorted(models)
 
 
-# ---- per benchmark ------------------------------------------------------------------------------------
-def perrec_tables(idx: Index, layouts: Layouts) -> list[Table]:
-    """Table 1 (model rows; method x difficulty columns; average) and the reference rows."""
-    lay = layouts.benchmarks["perrec"]
-    df = idx.df[idx.df["benchmark"] == "perrec"]
-    if df.empty:
-        return []
-    metric, sl = lay["metric"], lay["slice"]
-    diffs = [d for d in lay["slice_values"] if d in set(df[df["slice"] == sl]["value"])]
-    diffs += sorted(set(df[df["slice"] == sl]["value"]) - set(diffs))
-    tables = []
-    llm = df[df["model"] != "none"]
-    if not llm.empty:
-        base = list(lay["methods"])
-        # each layout method, then its variants (listwise_cot, listwise_fewshot, ...), then anything else
-        methods = sorted(set(llm["method"]), key=lambda m: (next((i for i, b in enumerate(base) if m == b or
-                                                                  m.startswith(b + "_")), len(base)), m))
-        columns = [(m, d) for m in methods for d in diffs
-                   if not llm[(llm["method"] == m) & (llm["slice"] == sl) & (llm["value"] == d)].empty]
-        variants = sorted(set(llm["variant"]))
-        rows = []
-        for task in sorted(set(llm["task"])):
-            for model in _row_order(list(set(llm[llm["task"] == task]["model"]))):
-                for var in variants:
-                    cells = [cell_from(idx.get(task, model, m, var, sl, d, metric), metric) for m, d in columns]
-                    if all(c.missing for c in cells):
-                        continue
-                    avg = Cell(metric=metric, derived=True,
-                               mean=None if any(c.missing for c in cells) else sum(c.mean for c in cells) / len(cells))
-                    label = [model] + ([var or "default"] if len(variants) > 1 else []) + \
-                        ([task] if len(set(llm["task"])) > 1 else [])
-                    rows.append((label, cells + [avg]))
-        cols = columns + [("average", "")]
-        head = ["model"] + (["variant"] if len(variants) > 1 else []) + (["task"] if len(set(llm["task"])) > 1 else [])
-        t = Table(id="perrec-table1", title="PerRecBench: PTC by method and difficulty (Table 1 layout)",
-                  caption=f"{metric} (Kendall tau on per-user ranks); easy/medium/hard = groups of 2/3/4 users; "
-                          "average over the row's cells (missing if any cell is missing); "
-                          "bold = best, underlined = second best per column.",
-                  row_header=head, header=_header(cols), columns=cols, rows=rows)
-        mark_best(t, layouts)
-        tables.append(t)
-    ref = df[df["model"] == "none"]
-    if not ref.empty:
-        cols = [(d,) for d in diffs] + [("all",)]
-        rows = []
-        for task in sorted(set(ref["task"])):
-            for method in sorted(set(ref[ref["task"] == task]["method"])):
-                for var in sorted(set(ref[(ref["task"] == task) & (ref["method"] == method)]["variant"])):
-                    cells = [cell_from(idx.get(task, "none", method, var, sl, d, metric), metric) for d in diffs]
-                    cells.append(cell_from(idx.get(task, "none", method, var, *OVERALL, metric), metric))
-                    rows.append(([_label(method, var)], cells))
-        tables.append(Table(id="perrec-reference", title="PerRecBench: reference rows (no model)",
-                            caption=f"{metric} of the model-free baselines by difficulty.",
-                            row_header=["baseline"], header=_header(cols), columns=cols, rows=rows))
-    return tables
-
-
-def recbench_plus_tables(idx: Index, layouts: Layouts) -> list[Table]:
-    """RecBench+ by query type (recall/precision/CMR/FTR), with and without history."""
-    lay = layouts.benchmarks["recbench_plus"]
-    df = idx.df[idx.df["benchmark"] == "recbench_plus"]
-    if df.empty:
-        return []
-    sl = lay["slice"]
-    present = set(df[df["slice"] == sl]["value"])
-    types = [t for t in lay["slice_values"] if t in present] + sorted(present - set(lay["slice_values"]))
-    metrics = [m for m in lay["metrics"] if m in set(df["metric"])]
-    columns = [(t, m) for t in types + ["all"] for m in metrics
-               if not df[(df["metric"] == m) & (((df["slice"] == sl) & (df["value"] == t)) |
-                                                ((df["slice"] == "all") & (t == "all")))].empty]
-    hist = lay.get("history", {})
-    rows = []
-    multi_task = len(set(df["task"])) > 1
-    for task in sorted(set(df["task"])):
-        sub = df[df["task"] == task]
-        for model in _row_order(list(set(sub["model"]))):
-            for method in sorted(set(sub[sub["model"] == model]["method"]), key=lambda m: (m not in hist, m)):
-                for var in sorted(set(sub[(sub["model"] == model) & (sub["method"] == method)]["variant"])):
-                    cells = [cell_from(idx.get(task, model, method, var, *((sl, t) if t != "all" else OVERALL), m), m)
-                             for t, m in columns]
-                    label = [model, hist.get(method, method) + (f" [{var}]" if var else "")] + ([task] if multi_task else [])
-                    rows.append((label, cells))
-    t = Table(id="recbench-plus", title="RecBench+: by query type",
-              caption="recall / precision (official fuzzy title matching), CMR (condition match rate) and FTR "
-                      "(answers not following the list format; lower is better) per query type; "
-                      "bold = best, underlined = second best per column.",
-              row_header=["model", "history"] + (["task"] if multi_task else []), header=_header(columns),
-              columns=columns, rows=rows)
-    mark_best(t, layouts)
-    return [t]
-
-
-def _per_task_tables(idx: Index, layouts: Layouts, benchmark: str, metric_lists: dict[str, list[str]]) -> list[Table]:
+# ---- generic tables (tasks add their own through Task.report_tables) -------------------------------------
+def per_task_tables(idx: Index, view: "ReportView", benchmark: str) -> list[Table]:
+    """One table per task of the benchmark: model/method rows, the task's report metrics (else all) as columns."""
+    layouts = view.layouts
     df = idx.df[idx.df["benchmark"] == benchmark]
     tables = []
     for task in sorted(set(df["task"])):
         sub = df[(df["task"] == task) & (df["slice"] == OVERALL[0])]
-        wanted = next((ms for k, ms in metric_lists.items() if k in task.split("_")), None)
+        wanted = view.task_classes.get(task, Task).report_metrics
         have = list(dict.fromkeys(sub["metric"]))
         metrics = [m for m in wanted if m in have] if wanted else have
         cols = [(m,) for m in metrics]
@@ -286,7 +199,7 @@ def _per_task_tables(idx: Index, layouts: Layouts, benchmark: str, metric_lists:
                 for var in sorted(set(sub[(sub["model"] == model) & (sub["method"] == method)]["variant"])):
                     rows.append(([model, _label(method, var)],
                                  [cell_from(idx.get(task, model, method, var, *OVERALL, m), m) for m in metrics]))
-        t = Table(id=f"{benchmark}-{task}", title=f"{layouts.title(benchmark)}: {task}",
+        t = Table(id=f"{benchmark}-{task}", title=f"{view.title(benchmark)}: {task}",
                   caption="lower is better for " + ", ".join(m for m in metrics if not layouts.higher_is_better(m))
                   if any(not layouts.higher_is_better(m) for m in metrics) else "higher is better for every column",
                   row_header=["model", "method"], header=_header(cols), columns=cols, rows=rows)
@@ -295,23 +208,13 @@ def _per_task_tables(idx: Index, layouts: Layouts, benchmark: str, metric_lists:
     return tables
 
 
-def llmrec_tables(idx: Index, layouts: Layouts) -> list[Table]:
-    """LLMRec: one table per task with that task's metrics."""
-    return _per_task_tables(idx, layouts, "llmrec", layouts.benchmarks["llmrec"].get("task_metrics", {}))
-
-
-def other_tables(idx: Index, layouts: Layouts) -> list[Table]:
-    """Config-only and unknown benchmarks: one table per task with every overall metric."""
-    return [t for b in sorted(set(idx.df["benchmark"]) - {"perrec", "recbench_plus", "llmrec"})
-            for t in _per_task_tables(idx, layouts, b, {})]
-
-
-def summary_table(idx: Index, layouts: Layouts, headlines: dict[str, str]) -> Table:
+def summary_table(idx: Index, view: "ReportView") -> Table:
     """One row per model (its best method per task) and per reference baseline; one column per task headline."""
+    layouts, headlines = view.layouts, view.headlines
     df = idx.df[(idx.df["slice"] == OVERALL[0])]
-    order = {b: i for i, b in enumerate(layouts.benchmarks)}
-    tasks = sorted(set(df["task"]), key=lambda t: (order.get(layouts.benchmark_of(t), 99), t))
-    cols = [(layouts.title(layouts.benchmark_of(t)), f"{t}: {headlines.get(t, '?')}"
+    order = {b: i for i, b in enumerate(view.benchmarks)}
+    tasks = sorted(set(df["task"]), key=lambda t: (order.get(view.benchmark_of(t), 99), t))
+    cols = [(view.title(view.benchmark_of(t)), f"{t}: {headlines.get(t, '?')}"
              + (" ↓" if not layouts.higher_is_better(headlines.get(t, "")) else " ↑")) for t in tasks]
     rows = []
     row_keys = sorted({(m, None) for m in set(df[df["model"] != "none"]["model"])} |
@@ -344,8 +247,40 @@ def summary_table(idx: Index, layouts: Layouts, headlines: dict[str, str]) -> Ta
     return t
 
 
-def all_tables(agg: pd.DataFrame, layouts: Layouts, headlines: dict[str, str]) -> list[Table]:
-    """The summary first, then every benchmark's tables."""
+@dataclass
+class ReportView:
+    """What table and plot builders need besides the cells: directions, headlines, benchmarks and their tasks."""
+
+    layouts: Layouts
+    headlines: dict[str, str]  # task -> headline metric
+    task_classes: dict[str, type]  # task name -> Task class
+    benchmarks: dict[str, type] = field(default_factory=dict)  # benchmark id -> Task class, in display order
+
+    def __post_init__(self) -> None:
+        if not self.benchmarks:
+            classes = sorted(self.task_classes.values(), key=lambda c: (c.report_order, c.benchmark_id()))
+            self.benchmarks = {c.benchmark_id(): c for c in classes}
+
+    def benchmark_of(self, task: str) -> str:
+        """The benchmark a task belongs to."""
+        return self.task_classes.get(task, Task).benchmark_id()
+
+    def title(self, benchmark: str) -> str:
+        """Display title of a benchmark."""
+        cls = self.benchmarks.get(benchmark)
+        return cls.benchmark_title or benchmark if cls is not None else benchmark
+
+    def higher_is_better(self, metric: str) -> bool:
+        """Direction of a metric."""
+        return self.layouts.higher_is_better(metric)
+
+
+def all_tables(agg: pd.DataFrame, view: ReportView) -> list[Table]:
+    """The summary first, then every benchmark's tables (each benchmark's Task class draws its own)."""
     idx = Index(agg)
-    return ([summary_table(idx, layouts, headlines)] + perrec_tables(idx, layouts) + recbench_plus_tables(idx, layouts)
-            + llmrec_tables(idx, layouts) + other_tables(idx, layouts))
+    out = [summary_table(idx, view)]
+    for b, cls in view.benchmarks.items():
+        for t in cls.report_tables(idx, view, b):
+            t.section = b
+            out.append(t)
+    return out

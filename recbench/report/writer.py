@@ -14,7 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs
 from recbench.report.layouts import Layouts
 from recbench.report.plots import Plot, all_plots
-from recbench.report.tables import Table, all_tables
+from recbench.report.tables import ReportView, Table, all_tables
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class Report:
 
 def headline_metrics(runs: list[Run]) -> dict[str, str]:
     """Task -> the headline metric its runs declare."""
-    return {r.task: str(r.metrics.get("headline_metric")) for r in runs}
+    return {r.task: r.result.headline_metric for r in runs}
 
 
 def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None) -> Report:
@@ -54,18 +54,16 @@ def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None)
     runs = load_runs(paths, layouts)
     cells = cells_table(runs)
     agg = aggregate_seeds(cells)
-    heads = headline_metrics(runs)
-    tables = all_tables(agg, layouts, heads) if runs else []
-    plots = all_plots(agg, heads, layouts)
-    sections = [Section("summary", "Cross-benchmark summary", [t for t in tables if t.id == "summary"])]
-    for b in list(layouts.benchmarks) + ["other"]:
-        ts = [t for t in tables if t.id.startswith(f"{b}-") or (b == "recbench_plus" and t.id == "recbench-plus")
-              or (b == "perrec" and t.id.startswith("perrec-"))]
-        tasks = {r.task for r in runs if r.benchmark == b}
-        ps = [p for p in plots if any(p.id == f"bars-{t}" for t in tasks) or (b == "perrec" and p.id == "ptc-vs-group-size")]
+    view = ReportView(layouts, headline_metrics(runs), {r.task: r.task_class for r in runs})
+    tables = all_tables(agg, view) if runs else []
+    plots = all_plots(agg, view)
+    sections = [Section("summary", "Cross-benchmark summary", [t for t in tables if t.section == "summary"])]
+    for b in view.benchmarks:
+        ts = [t for t in tables if t.section == b]
+        ps = [p for p in plots if p.section == b]
         if ts or ps:
-            sections.append(Section(b, layouts.title(b), ts, ps))
-    pf = [p for p in plots if p.id == "parse-failures"]
+            sections.append(Section(b, view.title(b), ts, ps))
+    pf = [p for p in plots if p.section == ""]
     if pf:
         sections.append(Section("parse-failures", "Parse failures", [], pf))
     return Report(runs, cells, agg, tables, plots, sections, paths)
@@ -97,7 +95,7 @@ def table_markdown(t: Table) -> str:
 
 def render_markdown(rep: Report) -> str:
     """The whole report as Markdown (plots are in the HTML page)."""
-    parts = [f"# recbench report", "", f"{len(rep.runs)} runs from {', '.join(rep.sources)}. "
+    parts = ["# recbench report", "", f"{len(rep.runs)} runs from {', '.join(rep.sources)}. "
              "Missing cells: —. Plots: report.html.", ""]
     for s in rep.sections:
         if s.tables:

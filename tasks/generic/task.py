@@ -59,6 +59,8 @@ class GenericTask(Task):
     """A config-only benchmark; see conf/task/generic_yesno.yaml and docs/new_benchmark.md."""
 
     name = "generic"
+    benchmark_title = "Config-only benchmarks"
+    report_order = 3
 
     def __init__(self, cfg: DictConfig):
         super().__init__(cfg)

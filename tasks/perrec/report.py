@@ -9,7 +9,6 @@ over those rows. Writes <out>.md, <out>.csv and <out>.png (scatter).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -17,23 +16,24 @@ from typing import Any, Optional
 import pandas as pd
 from scipy import stats
 
+from recbench.schema import find_run_dirs, read_result
+
 
 def collect(paths: list[str]) -> pd.DataFrame:
     """One row per perrec run: run dir, model, method, data, n, PTC, MAE, RMSE, parse failure rate."""
     rows = []
-    for root in paths:
-        for mp in sorted(Path(root).rglob("metrics.json")):
-            m = json.loads(mp.read_text())
-            if m.get("task", {}).get("name") != "perrec":
-                continue
-            extra = m.get("extra") or {}
-            rows.append({
-                "run": str(mp.parent), "model": m.get("model"), "method": m.get("method"),
-                "data": Path(str(m["task"].get("data_dir", ""))).name, "n": m["counts"]["examples"],
-                "ptc": m["metrics"].get("ptc", {}).get("mean"),
-                "mae": extra.get("rating_mae"), "rmse": extra.get("rating_rmse"),
-                "parse_failure_rate": m["counts"].get("parse_failure_rate"),
-            })
+    for d in find_run_dirs(paths):
+        m = read_result(d)
+        if m.task_name != "perrec":
+            continue
+        ptc = m.metrics.get("ptc")
+        rows.append({
+            "run": str(d), "model": m.model, "method": m.method,
+            "data": Path(str(m.task.get("data_dir", ""))).name, "n": m.counts.examples,
+            "ptc": None if ptc is None or math.isnan(ptc.mean) else ptc.mean,
+            "mae": m.extra.get("rating_mae"), "rmse": m.extra.get("rating_rmse"),
+            "parse_failure_rate": m.counts.parse_failure_rate,
+        })
     return pd.DataFrame(rows, columns=["run", "model", "method", "data", "n", "ptc", "mae", "rmse", "parse_failure_rate"])
 
 

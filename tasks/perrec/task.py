@@ -27,6 +27,23 @@ register(
 class PerRecTask(Task):
     """PerRecBench (Tan et al. 2025): PTC = Kendall tau between true and predicted per-user ranks; MAE/RMSE of ratings."""
 
+    benchmark_title = "PerRecBench"
+    report_order = 0
+
+    @classmethod
+    def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
+        """Table 1 layout (model rows; method x difficulty) and the reference rows."""
+        from recbench.tasks.perrec.presentation import perrec_tables
+
+        return perrec_tables(idx, view, benchmark)
+
+    @classmethod
+    def report_plots(cls, agg: Any, view: Any, benchmark: str) -> list[Any]:
+        """PTC against group size."""
+        from recbench.tasks.perrec.presentation import ptc_vs_group_size
+
+        return ptc_vs_group_size(agg, view, benchmark)
+
     name = "perrec"
     methods = {m.name: m for m in (Pointwise, Pairwise, Listwise, RandomOrder, BM25History, UserAverage, ItemAverage)}
     breakdown_by = ("difficulty",)

@@ -37,6 +37,16 @@ log = logging.getLogger(__name__)
 class RecBenchPlusTask(Task):
     """RecBench+ (Huang et al. 2025): explicit / implicit / misinformed / interest / demographics queries."""
 
+    benchmark_title = "RecBench+"
+    report_order = 1
+
+    @classmethod
+    def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
+        """Recall / precision / CMR / FTR by query type, with and without history."""
+        from recbench.tasks.recbench_plus.presentation import recbench_plus_tables
+
+        return recbench_plus_tables(idx, view, benchmark)
+
     name = "recbench_plus"
     methods = {"assistant": AssistantMethod, "assistant_history": AssistantMethod}
     breakdown_by = ("query_type", "condition_num", "group_type")

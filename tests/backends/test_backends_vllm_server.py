@@ -7,7 +7,7 @@ from backends_stub import compose_cfg, need_vllm
 
 from recbench.app import run_from_config
 from recbench.backends.openai import OpenAIBackend
-from recbench.runstore import read_samples
+from tests.helpers import read_samples
 
 pytestmark = pytest.mark.slow
 need_vllm()

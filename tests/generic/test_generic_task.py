@@ -15,7 +15,7 @@ from jinja2.exceptions import SecurityError
 
 from recbench.app import run_from_config
 from recbench.registry import ConfigError
-from recbench.runstore import read_samples
+from tests.helpers import read_samples
 from recbench import metric_registry as M
 from recbench.tasks.generic import parsers as P
 from recbench.tasks.generic.task import GenericTask, SandboxError, check_template

@@ -12,7 +12,7 @@ from recbench.app import run_from_config
 @pytest.fixture
 def run_cfg(tmp_path: Path):
     """run_cfg(backend, *overrides) -> (metrics, records) of a fresh run in a temp run dir with a temp cache."""
-    from recbench.runstore import read_samples
+    from tests.helpers import read_samples
 
     def _run(backend, *overrides: str, name: str = "run"):
         cfg = compose_cfg(f"cache.path={tmp_path / 'cache.sqlite'}", *overrides)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from recbench.runstore import read_samples
+from tests.helpers import read_samples
 
 import pytest
 from hydra import compose, initialize_config_module

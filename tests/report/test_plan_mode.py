@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 import pytest
 
 from recbench.app import run_from_config
@@ -15,8 +17,10 @@ from recbench.plan import plan_from_config
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
+REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
+
 REPO = Path(__file__).resolve().parents[2]
-GPT4O = "gpt-4o-2024-08-06"  # conf/model/gpt4o.yaml backend name: what the cache records
+GPT4O = yaml.safe_load((REPO_CONF / "model" / "gpt4o.yaml").read_text())["backend"]["name"]  # what the cache records
 
 
 def _cfg(tmp: Path, *extra: str):
