@@ -8,7 +8,9 @@ window of `window_days` (tumbling windows anchored at the item's first eligible 
 than `gamma` ratings strictly before their own rating of the item), and whose relative ratings (rating minus the
 user's average over the history strictly before the query; `--avg whole` reproduces the released data's
 whole-history average) differ pairwise by more than `lam`. Groups of 2/3/4 users = easy/medium/hard, `per_size`
-each, sampled with `seed`; a held-out split (`heldout_per_size` per size) drawn from a seeded share of the query
+each, sampled with `seed`. Each difficulty is its own test set (as in the released per-level files
+item2group_avg_diff_sample-{easy,medium,hard}.json): within a difficulty every group comes from a different
+(item, window); one window may give groups of several difficulties, which then share users; a held-out split (`heldout_per_size` per size) drawn from a seeded share of the query
 items (`heldout_item_fraction`) disjoint from the test groups' items feeds few-shot prompts and fine-tuning. Output layout: see docs/perrec.md ("recbench group format").
 """
 from __future__ import annotations
@@ -213,11 +215,16 @@ def build_groups(ratings: pd.DataFrame, cfg: BuildConfig) -> dict[str, Any]:
     n_held = int(round(len(uniq) * cfg.heldout_item_fraction)) if cfg.heldout_per_size > 0 else 0
     in_held = np.isin(cand_item, rng.permutation(uniq)[:n_held])
 
+    windows: dict[str, dict[int, list[int]]] = {"test": {}, "heldout": {}}
+
     def draw(size: int, n: int, held_pool: bool) -> list[np.ndarray]:
-        """n windows (one group each; an item may give several windows) with a chain of >= size users."""
+        """n distinct windows (one group each per difficulty; an item may give several windows) with a chain of
+        >= size users."""
         pool = np.flatnonzero((chain_len >= size) & (in_held == held_pool))
+        picked = rng.permutation(pool)[:n]
+        windows["heldout" if held_pool else "test"][size] = picked.tolist()
         # any subset of a chain stays separated: a seeded random subset of `size` members
-        return [rng.choice(members[k, :chain_len[k]], size=size, replace=False) for k in rng.permutation(pool)[:n]]
+        return [rng.choice(members[k, :chain_len[k]], size=size, replace=False) for k in picked]
 
     test = {s: draw(s, cfg.per_size, False) for s in cfg.sizes}
     held = {s: draw(s, cfg.heldout_per_size, True) for s in cfg.sizes}
@@ -246,7 +253,13 @@ def build_groups(ratings: pd.DataFrame, cfg: BuildConfig) -> dict[str, Any]:
     groups, heldout = records(test, ""), records(held, "heldout-")
     build_s = time.perf_counter() - t0
     return {"groups": groups, "heldout": heldout, "annotated": r, "eligible": e, "n_chains": int(len(chain_len)),
-            "units_per_second": ups, "build_seconds": build_s}
+            "windows": windows, "units_per_second": ups, "build_seconds": build_s}
+
+
+def windows_in_several_difficulties(windows: dict[int, list[int]]) -> int:
+    """How many co-rating windows gave groups to more than one difficulty (their groups share users)."""
+    seen = pd.Series([k for ks in windows.values() for k in ks], dtype=np.int64)
+    return int((seen.value_counts() > 1).sum())
 
 
 # ---- statistics (paper Table 4) ---------------------------------------------------------------------------------------
@@ -279,6 +292,7 @@ def statistics(ratings: pd.DataFrame, items: pd.DataFrame, built: dict[str, Any]
                   "time_range": [dt(r["timestamp"].min()), dt(r["timestamp"].max())] if len(r) else None},
         "eligible_query_ratings": int(len(built["eligible"])),
         "candidate_windows": int(built["n_chains"]),
+        "windows_in_several_difficulties": windows_in_several_difficulties(built.get("windows", {}).get("test", {})),
         "groups": pd.Series([g["difficulty"] for g in built["groups"]], dtype=object).value_counts().to_dict(),
         "heldout_groups": pd.Series([g["difficulty"] for g in built["heldout"]], dtype=object).value_counts().to_dict(),
         "reviews_in_groups": int(len(members)),
@@ -307,6 +321,7 @@ def stats_markdown(stats: dict[str, Any], name: str = "") -> str:
         ("eligible query ratings (> gamma prior)", stats["eligible_query_ratings"]),
         ("candidate co-rating windows", stats["candidate_windows"]),
         ("groups easy / medium / hard", " / ".join(str(stats["groups"].get(d, 0)) for d in ("easy", "medium", "hard"))),
+        ("windows giving groups to 2+ difficulties (shared users)", stats.get("windows_in_several_difficulties", "-")),
         ("held-out easy / medium / hard", " / ".join(str(stats["heldout_groups"].get(d, 0)) for d in ("easy", "medium", "hard"))),
         ("reviews in groups", stats["reviews_in_groups"]), ("users in groups", stats["users_in_groups"]),
         ("query items", stats["query_items"]),
@@ -371,7 +386,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--source", required=True, choices=sorted(READERS))
     ap.add_argument("--input", required=True, help="ratings file (Amazon) or folder (MovieLens)")
     ap.add_argument("--meta", default=None, help="Amazon item metadata (JSONL or CSV with parent_asin,title)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", default=None, help="output folder (required unless --stats-md)")
+    ap.add_argument("--stats-md", action="store_true",
+                    help="print only the statistics table (Markdown, as in docs/perrec.md); write files only with --out")
     ap.add_argument("--gamma", type=int, default=d.gamma)
     ap.add_argument("--lam", type=float, default=d.lam)
     ap.add_argument("--window-days", type=float, default=d.window_days)
@@ -386,9 +403,16 @@ def main(argv: Optional[list[str]] = None) -> None:
     cfg = BuildConfig(gamma=a.gamma, lam=a.lam, window_days=a.window_days, sizes=tuple(a.sizes), per_size=a.per_size,
                       heldout_per_size=a.heldout_per_size,
                       heldout_item_fraction=a.heldout_item_fraction, seed=a.seed, avg=a.avg, time_unit=a.time_unit)
-    stats = build(a.source, a.input, a.out, a.meta, cfg)
-    print(stats_markdown(stats, f"({a.out})"))
-    print(f"wrote {a.out}: groups.jsonl, heldout.jsonl, items.jsonl, ratings.csv.gz, stats.json, stats.md")
+    if a.out is None and not a.stats_md:
+        ap.error("--out is required (or --stats-md to print the statistics table only)")
+    if a.out is None:
+        ratings, items = read_source(a.source, a.input, a.meta)
+        stats = statistics(ratings, items, build_groups(ratings, cfg), cfg)
+    else:
+        stats = build(a.source, a.input, a.out, a.meta, cfg)
+    print(stats_markdown(stats, f"({Path(a.input).name})"))
+    if a.out is not None and not a.stats_md:
+        print(f"wrote {a.out}: groups.jsonl, heldout.jsonl, items.jsonl, ratings.csv.gz, stats.json, stats.md")
 
 
 if __name__ == "__main__":
