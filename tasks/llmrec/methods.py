@@ -3,12 +3,18 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Optional
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
 from recbench.task import Method
-from recbench.types import Example, MethodGen, Outcome, Request, SamplingParams
+from recbench.types import Constraint, Example, MethodGen, Outcome, Request, SamplingParams
+
+#: LLMRec sub-tasks whose answer is one of a few strings: with `constrained: true` the model chooses among them
+#: (hf: likelihood of each choice; vllm/openai: structured outputs), so a small model's answer always parses.
+ANSWER_CHOICES = {"rating": ("1", "2", "3", "4", "5")}
 
 
 def _run_seed(method: Method) -> int:
@@ -26,6 +32,7 @@ class ZeroShot(Method):
     """One prompt per example (task description + behaviour injection + format indicator), parsed by the task."""
 
     name = "zero_shot"
+    single_round = True  # one round of requests whatever the answers
 
     def params(self) -> SamplingParams:
         """Explicit decoding parameters from the run's `sampling` block; max_tokens from the method, else the task."""
@@ -34,10 +41,15 @@ class ZeroShot(Method):
             return self.sampling(max_tokens)
         return SamplingParams(max_tokens=max_tokens, seed=_run_seed(self))
 
+    def constraint(self) -> Optional[Constraint]:
+        """A choice constraint for sub-tasks with a fixed answer set (rating: 1-5) when `constrained` is on."""
+        choices = ANSWER_CHOICES.get(getattr(self.task, "subtask", ""))
+        return Constraint(kind="choice", choices=choices) if choices and self.cfg.get("constrained", False) else None
+
     def run(self, example: Example) -> MethodGen:
         """Ask once, parse the answer."""
-        [resp] = yield [Request.chat(self.task.messages(example), self.params(), purpose="answer",
-                                    example_id=example.id)]
+        [resp] = yield [Request.chat(self.task.messages(example), self.params(), constraint=self.constraint(),
+                                    purpose="answer", example_id=example.id)]
         return self.task.parse(resp, example)
 
 
