@@ -60,6 +60,7 @@ def system(label: str, examples, ptc) -> System:
                   breakdown_keys=["difficulty"], result_metrics={"ptc"})
 
 
+@pytest.mark.slow  # model-free, but minutes on a loaded CPU
 def test_calibration_under_the_null_random_vs_random(perrec):
     """200 independent pairs of method=random runs (seeds 2i and 2i+1): the uncorrected false-positive rate of the
     sign-flip test at alpha 0.05 is between 3% and 7%; the bootstrap CI excludes 0 about as often."""
@@ -101,6 +102,7 @@ class Planted:
         return float(np.sqrt(np.mean(var_p + v)))
 
 
+@pytest.mark.slow  # model-free, but minutes on a loaded CPU
 def test_power_against_a_planted_effect_matches_the_prediction(perrec):
     """Effect q (E[PTC] of the planted method minus E[PTC] of random = q) set to the minimum detectable difference
     at 80% power for n=120: the measured power of the comparison is within 10 points of the predicted 0.80."""
@@ -186,3 +188,62 @@ def test_cli_errors_are_one_line(tmp_path):
     msg = err(runs / "limit=5")
     assert "need at least two runs" in msg
     assert "no such run or sweep dir" in err(tmp_path / "nope", runs)
+
+
+@pytest.fixture(scope="module")
+def sequential_runs(tmp_path_factory):
+    """LLMRec sequential on the bundled data: random seed 0 and 1 and popularity, made by the CLI."""
+    tmp = tmp_path_factory.mktemp("seq")
+    env = {**os.environ, "RECBENCH_RUNS_DIR": str(tmp / "runs"), "RECBENCH_CACHE_DIR": str(tmp / "cache")}
+    for args in (("method=random", "seed=0"), ("method=random", "seed=1"), ("method=popularity",)):
+        _recbench(env, "task=llmrec_sequential", *args)
+    return tmp / "runs" / "llmrec_sequential" / "none"
+
+
+@pytest.mark.slow  # model-free, but minutes on a loaded CPU
+def test_agrees_with_ranx_compare_on_ndcg(sequential_runs):
+    """ranx.compare on the same rankings: the same per-user NDCG@10, the same paired t p-value (to 1e-9), and
+    Fisher's randomization p-values equal to ours within Monte Carlo error."""
+    from hydra.utils import get_class
+    from ranx import Qrels, Run, compare
+
+    from recbench.schema import read_run
+
+    cfg = compose_cfg(["task=llmrec_sequential", "method=random"])
+    task = get_class(cfg.task._target_)(cfg.task)
+    targets = {e.id: e.data["target"] for e in task.load()}
+    dirs = {"random0": sequential_runs / "random" / "seed=0", "random1": sequential_runs / "random" / "seed=1",
+            "popularity": sequential_runs / "popularity" / "default"}
+    qrels = Qrels.from_dict({u: {t: 1} for u, t in targets.items()})
+    ranx_runs, ours = [], {}
+    for name, d in dirs.items():
+        samples = read_run(d).samples()
+        ranked = {s.id: s.prediction for s in samples}
+        ranx_runs.append(Run.from_dict({u: {item: float(len(r) - i) for i, item in enumerate(r)} or {"none": 0.0}
+                                        for u, r in ranked.items()}, name=name))
+        ours[name] = {s.id: s.metrics["ndcg@10"] for s in samples}
+    from ranx import evaluate
+
+    for run in ranx_runs:  # the same per-example metric
+        per_user = evaluate(qrels, run, "ndcg@10", return_mean=False)
+        ids = list(run.keys())
+        assert per_user == pytest.approx([ours[run.name][u] for u in ids], abs=1e-12)
+    t_report = compare(qrels, ranx_runs, metrics=["ndcg@10"], stat_test="student")
+    b = 20000
+    f_report = compare(qrels, ranx_runs, metrics=["ndcg@10"], stat_test="fisher", n_permutations=b, random_seed=3)
+    label = {str(d.relative_to(sequential_runs)): n for n, d in dirs.items()}
+    t_comps = compare_runs(list(dirs.values()), metrics=["ndcg@10"], test="t", slices=False)
+    p_comps = compare_runs(list(dirs.values()), metrics=["ndcg@10"], test="permutation", slices=False,
+                           n_resamples=b)
+    assert len(t_comps) == len(p_comps) == 3
+    lines = []
+    for tc, pc in zip(t_comps, p_comps):
+        key = frozenset([label[tc.run_a], label[tc.run_b]])
+        ranx_t = t_report.comparisons[key]["ndcg@10"]["p_value"]
+        ranx_f = f_report.comparisons[key]["ndcg@10"]["p_value"]
+        assert tc.p_value == pytest.approx(ranx_t, abs=1e-9)
+        tol = 4 * np.sqrt(max(ranx_f, 1 / b) * (1 - ranx_f) / b) + 2 / b
+        assert abs(pc.p_value - ranx_f) <= tol
+        lines.append(f"{tc.run_a} vs {tc.run_b}: t {tc.p_value:.4g} (ranx {ranx_t:.4g}), permutation "
+                     f"{pc.p_value:.4f} (ranx fisher {ranx_f:.4f})")
+    print("\nranx:", "; ".join(lines))
