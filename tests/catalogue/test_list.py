@@ -1,0 +1,65 @@
+"""`python -m recbench list models|tasks|methods`: one line per entry with its description, fast (no torch)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recbench.catalogue import first_sentence, list_methods, list_models, list_tasks, main, names
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_list_models_for_a_paper_is_its_roster():
+    lines = list_models("perrec")
+    assert len(lines) == 19 and all("perrec" in ln.split()[2] for ln in lines)
+    by = {ln.split()[0]: ln for ln in lines}
+    assert "Gemma-2-9B-it (PerRecBench Table 1)" in by["gemma9b"] and by["gemma9b"].split()[1] == "vllm"
+    assert by["gpt4o"].split()[1] == "openai"
+    assert {ln.split()[0] for ln in list_models("recbench_plus")} == {
+        "gpt4o", "gpt4o-mini", "gemini15-pro", "claude35-sonnet", "llama70b", "deepseek-v3", "deepseek-r1"}
+    everything = list_models()
+    assert len(everything) == len(names("model")) and any(ln.startswith("smollm2 ") for ln in everything)
+
+
+def test_list_methods_for_a_task_is_what_its_class_accepts():
+    p5 = {ln.split()[0]: ln for ln in list_methods("llmrec_sequential_p5")}
+    assert set(p5) == {"item_knn", "mf", "popularity", "random", "zero_shot"}
+    assert p5["item_knn"].split()[1:3] == ["no", "model"] and p5["zero_shot"].split()[1] == "model"
+    perrec = {ln.split()[0] for ln in list_methods("perrec")}
+    assert {"pointwise", "pairwise_cot", "listwise_sc", "bm25_history", "random"} <= perrec
+    assert "item_knn" not in perrec and "zero_shot" not in perrec
+    with pytest.raises(ValueError, match="Unknown task 'perec'. Valid choices for --task: generic_rating_csv"):
+        list_methods("perec")
+
+
+def test_list_tasks_names_the_benchmark_family_and_a_sentence():
+    by = {ln.split()[0]: ln for ln in list_tasks()}
+    assert set(by) == set(names("task"))
+    assert by["llmrec_sequential_p5"].split()[1] == "llmrec" and by["perrec_released"].split()[1] == "perrec"
+    assert by["perrec"].endswith("on the bundled SYNTHETIC sample (data/perrec_sample).")  # "et al." kept whole
+
+
+def test_first_sentence_joins_comment_lines_and_stops_at_examples():
+    text = "# Sweep jobs as processes (e.g. on a laptop). More text.\n# ignored\nname: x\n"
+    assert first_sentence(text) == "Sweep jobs as processes (e.g. on a laptop)."
+    assert first_sentence("# A long line\n# continued here\n#   python -m recbench ...\n") == "A long line continued here"
+
+
+def test_cli_is_fast_and_imports_no_torch():
+    code = ("import sys, time; t = time.time(); from recbench.catalogue import main; "
+            "main(['methods', '--task', 'perrec']); main(['models']); main(['tasks']); "
+            "print('TORCH', 'torch' in sys.modules, round(time.time() - t, 2))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120).stdout
+    assert "TORCH False" in out
+    r = subprocess.run([sys.executable, "-m", "recbench", "list", "models", "--paper", "perrec"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 19
+
+
+def test_cli_errors(capsys):
+    assert main(["methods", "--task", "nope"]) == 2 and "Unknown task 'nope'" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["models", "--task", "perrec"])
