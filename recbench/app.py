@@ -212,7 +212,7 @@ def main() -> None:
     def _app(cfg: DictConfig) -> Optional[float]:
         run_dir = HydraConfig.get().runtime.output_dir
         try:
-            if cfg.get("mode", "run") != "run":  # mode=plan: count requests/tokens/cost, call no model
+            if cfg.mode != "run":  # mode=plan: count requests/tokens/cost, call no model
                 from recbench.plan import run_mode
 
                 run_mode(cfg, run_dir)

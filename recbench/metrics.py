@@ -1,11 +1,10 @@
-"""Shared metric helpers: Kendall tau on per-user ranks, bootstrap confidence intervals, aggregation."""
+"""Shared metric helpers: Kendall tau between two orderings, bootstrap confidence intervals, summaries."""
 from __future__ import annotations
 
 import math
 from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
-from scipy import stats
 
 
 def ranks_from_order(order: Sequence[Hashable]) -> dict[Hashable, int]:
@@ -16,7 +15,7 @@ def ranks_from_order(order: Sequence[Hashable]) -> dict[Hashable, int]:
 def tau_permutation(ranks: Sequence[int]) -> float:
     """Kendall tau between positions 0..n-1 and `ranks` (distinct values, so tau-a = tau-b = scipy's kendalltau).
 
-    Computed directly because scipy's per-call overhead (~ms) dominates on groups of 2-4 users; the tests check
+    Computed directly because scipy's per-call overhead (~ms) dominates on lists of 2-4 items; the tests check
     equality with scipy.stats.kendalltau.
     """
     n = len(ranks)
@@ -27,23 +26,11 @@ def tau_permutation(ranks: Sequence[int]) -> float:
 
 
 def kendall_tau_ranks(true_order: Sequence[Hashable], pred_order: Sequence[Hashable]) -> float:
-    """Kendall tau between the true and predicted per-user RANKS (both best-first orderings of the same ids)."""
+    """Kendall tau between the true and predicted RANKS of the same ids (both best-first orderings)."""
     if sorted(map(str, true_order)) != sorted(map(str, pred_order)):
         raise ValueError(f"orderings name different ids: {list(true_order)} vs {list(pred_order)}")
     pr = ranks_from_order(pred_order)
     return tau_permutation([pr[u] for u in true_order])
-
-
-def kendall_tau_legacy(true_order: Sequence[Hashable], pred_order: Sequence[Hashable]) -> float:
-    """The originally released PerRecBench computation: tau over the two ranked id lists themselves."""
-    try:
-        ordered = sorted(true_order)  # the ids' own order (numbers numerically, strings lexically)
-    except TypeError:
-        ordered = sorted(true_order, key=str)
-    codes = {u: i for i, u in enumerate(ordered)}
-    truth, pred = [codes[u] for u in true_order], [codes[u] for u in pred_order]
-    by_truth = sorted(range(len(truth)), key=truth.__getitem__)  # tau(x, y) = tau of y read in x's order
-    return tau_permutation([pred[i] for i in by_truth])
 
 
 def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
@@ -51,6 +38,8 @@ def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, level: float = 0.9
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return (math.nan, math.nan)
+    from scipy import stats  # imported here: scipy.stats costs more start-up time than the rest of recbench
+
     res = stats.bootstrap((x,), np.mean, n_resamples=n_boot, confidence_level=level, method="percentile",
                           random_state=np.random.default_rng(seed), vectorized=True)
     return float(res.confidence_interval.low), float(res.confidence_interval.high)

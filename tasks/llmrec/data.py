@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
 import html
 import json
 import re
@@ -13,14 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+from recbench.types import file_sha256
 
 
 def _open_text(path: Path):

@@ -95,30 +95,34 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
                 hist_items = [{"item_id": i, "title": titles.get(i, i), "rating": float(r)}
                               for i, r in zip(before["item_id"], before["rating"])][-history_max:]
                 avg = float(m["avg_rating"]) if m.get("avg_rating") is not None else float(np.mean(before["rating"]))
-                mode = Counter(before["rating"].tolist()).most_common(1)[0][0]
-                top = bm25_top_k(q_title, [h["title"] for h in hist_items], retrieval_k)
-                users.append({
-                    "user_id": uid,
-                    "rating": float(m["rating"]),
-                    "avg_rating": round(avg, 4),
-                    "relative_rating": round(float(m["relative_rating"]) if m.get("relative_rating") is not None
-                                             else float(m["rating"]) - avg, 4),
-                    "most_common_rating": float(mode),
-                    "history_len": int(len(before)),
-                    "history": hist_items,
-                    "retrieved": [hist_items[i] for i in top],
-                })
+                rel = float(m["relative_rating"]) if m.get("relative_rating") is not None else float(m["rating"]) - avg
+                users.append(user_record(uid, float(m["rating"]), avg, rel, before["rating"].tolist(), int(len(before)),
+                                         hist_items, q_title, retrieval_k))
             difficulty = g.get("difficulty") or DIFFICULTY_BY_SIZE.get(len(users), f"size{len(users)}")
             item_avg = g.get("item_avg_rating")
             if item_avg is None:
                 item_avg = item_average(ratings, str(g["query_item"]), {u["user_id"] for u in users}, global_mean)
-            examples.append(Example(
-                id=str(g["group_id"]),
-                data={"query_item": str(g["query_item"]), "query_title": q_title, "timestamp": g["timestamp"],
-                      "item_avg_rating": float(item_avg), "users": users},
-                meta={"difficulty": difficulty, "group_size": len(users)},
-            ))
+            examples.append(group_example(str(g["group_id"]), str(g["query_item"]), q_title, g["timestamp"],
+                                          float(item_avg), users, difficulty))
     return tuple(examples)
+
+
+def user_record(uid: str, rating: float, avg: float, rel: float, all_ratings: list[float], history_len: int,
+                shown: list[dict[str, Any]], query_title: str, retrieval_k: int) -> dict[str, Any]:
+    """One group member as every loader builds it: rating, average, relative rating, most common rating, the
+    shown history and its BM25 top-k for the query title."""
+    top = bm25_top_k(query_title, [h["title"] for h in shown], retrieval_k)
+    return {"user_id": uid, "rating": rating, "avg_rating": round(avg, 4), "relative_rating": round(rel, 4),
+            "most_common_rating": float(Counter(all_ratings).most_common(1)[0][0]), "history_len": history_len,
+            "history": shown, "retrieved": [shown[i] for i in top]}
+
+
+def group_example(group_id: str, query_item: str, query_title: str, timestamp: Any, item_avg: float,
+                  users: list[dict[str, Any]], difficulty: str) -> Example:
+    """A PerRecBench example (one user group) from its members."""
+    return Example(id=group_id, data={"query_item": query_item, "query_title": query_title, "timestamp": timestamp,
+                                      "item_avg_rating": item_avg, "users": users},
+                   meta={"difficulty": difficulty, "group_size": len(users)})
 
 
 def true_order(users: list[dict[str, Any]]) -> list[str]:

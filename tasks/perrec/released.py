@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
-from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE, bm25_top_k
+from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE, group_example, user_record
 from recbench.types import Example
 
 LEVELS = ("easy", "medium", "hard")
@@ -112,12 +111,8 @@ def load_released(data_dir: str, retrieval_k: int, history_max: int, split: str 
                         hist.append({"item_id": a, "title": item_title(items, a, items_p, f"{hist_p.name} {hw}"), "rating": r})
                     shown = hist[-history_max:]
                     rating = float(m["rating"]) if m.get("rating") is not None else round(avg + rel, 4)
-                    top = bm25_top_k(q_title, [h["title"] for h in shown], retrieval_k)
-                    users.append({
-                        "user_id": uid, "rating": rating, "avg_rating": round(avg, 4), "relative_rating": round(rel, 4),
-                        "most_common_rating": float(Counter(h["rating"] for h in hist).most_common(1)[0][0]),
-                        "history_len": hlen, "history": shown, "retrieved": [shown[i] for i in top],
-                    })
+                    users.append(user_record(uid, rating, avg, rel, [h["rating"] for h in hist], hlen, shown, q_title,
+                                             retrieval_k))
                 ts = [m.get("timestamp") for m in members]
                 item_avg = members[0].get("item_avg_rating")
                 if item_avg is None:  # mean of the item's ratings by users outside the group, from all histories
@@ -127,13 +122,9 @@ def load_released(data_dir: str, retrieval_k: int, history_max: int, split: str 
                     item_avg = round(float(np.mean(vals)), 4) if vals else round(float(np.mean([u["avg_rating"] for u in users])), 4)
                 difficulty = level if level in LEVELS else DIFFICULTY_BY_SIZE.get(len(users), level)
                 prefix = "" if split == "test" else "heldout-"
-                examples.append(Example(
-                    id=f"{prefix}{difficulty}-{j:04d}",
-                    data={"query_item": str(asin), "query_title": q_title,
-                          "timestamp": min(ts) if all(t is not None for t in ts) else None,
-                          "item_avg_rating": float(item_avg), "users": users},
-                    meta={"difficulty": difficulty, "group_size": len(users)},
-                ))
+                examples.append(group_example(f"{prefix}{difficulty}-{j:04d}", str(asin), q_title,
+                                              min(ts) if all(t is not None for t in ts) else None, float(item_avg),
+                                              users, difficulty))
                 j += 1
     return tuple(examples)
 

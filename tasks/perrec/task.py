@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from recbench.metric_registry import MetricSpec, register
-from recbench.metrics import kendall_tau_legacy, kendall_tau_ranks
+from recbench.metrics import kendall_tau_ranks
 from recbench.schema import SampleRecord
 from recbench.task import Task
+from recbench.tasks.perrec.metrics import kendall_tau_legacy
 from recbench.tasks.perrec.data import load_examples, true_order
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
                                            UserAverage)
@@ -74,17 +75,6 @@ class PerRecTask(Task):
         """Groups of the configured difficulties, in file order."""
         wanted = set(self.cfg.difficulties)
         return [e for e in self._examples("test") if e.meta["difficulty"] in wanted]
-
-    def make_method(self, method_cfg, sampling_cfg=None):
-        """The method class named by method.kind (variants such as pointwise_cot) or method.name; the instance
-        carries method.name, so each variant gets its own run directory and report row."""
-        from recbench.registry import lookup
-
-        cls = lookup(self.methods, method_cfg.get("kind") or method_cfg.name, what=f"method for task '{self.name}'",
-                     hint="method=")
-        m = cls(self, method_cfg, sampling_cfg)
-        m.name = str(method_cfg.name)
-        return m
 
     def heldout(self) -> list[Example]:
         """Held-out groups (disjoint query items) for few-shot demonstrations; [] when the data has none."""
