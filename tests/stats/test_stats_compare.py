@@ -141,3 +141,28 @@ def test_errors(tmp_path):
         compare_runs([ra, rc])
     with pytest.raises(CompareError, match="Did you mean 's'"):
         compare_runs([ra, rc], metrics=["ss"])
+
+
+def test_monte_carlo_p_values_are_refined_where_the_corrected_verdict_is_uncertain():
+    from recbench.compare import Comparison, correct, refine_monte_carlo
+    from recbench.stats.paired import sign_flip_test as sft
+
+    rng = np.random.default_rng(9)
+    d = rng.normal(0.36, 1.0, 100)  # p about 0.0005: with 60 comparisons Holm puts it near 0.05
+    first = sft(d, np.zeros(100), n_resamples=10_000, seed=0)
+    precise = sft(d, np.zeros(100), n_resamples=400_000, seed=1)
+    assert 0.0002 < precise.p_value < 0.002
+
+    def comp(i, p, units):
+        return Comparison(run_a=f"a{i}", run_b="b", metric="s", slice="all", n=100, mean_a=0, mean_b=0, diff=1,
+                          ci_low=0, ci_high=2, test="permutation", p_value=p, n_resamples=10_000, p_mc_se=0.0,
+                          units_a=units, units_b=np.zeros(100) if units is not None else None)
+
+    family = [comp(0, first.p_value, d)] + [comp(i, 0.9, None) for i in range(1, 60)]
+    correct(family, "holm")
+    refine_monte_carlo(family, method="holm", alpha=0.05)
+    c = family[0]
+    assert c.n_resamples > 10_000
+    se = math.sqrt(c.p_value * (1 - c.p_value) / c.n_resamples)
+    assert abs(c.p_value - precise.p_value) < 4 * se + 4 * precise.mc_se
+    assert c.p_adjusted == pytest.approx(min(1.0, 60 * c.p_value))
