@@ -40,7 +40,8 @@ def ask(base_url: str, model: str, req: Any) -> Any:
                     completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
 
 
-def load(method: str, limit: Optional[int] = None, data_dir: Optional[str] = None) -> tuple[Any, list[Any]]:
+def load(method: str, limit: Optional[int] = None, data_dir: Optional[str] = None,
+         extra: tuple[str, ...] = ()) -> tuple[Any, list[Any]]:
     """recbench's PerRecBench method object and the bundled groups (first `limit`), as the CLI composes them."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -54,6 +55,7 @@ def load(method: str, limit: Optional[int] = None, data_dir: Optional[str] = Non
         overrides.append(f"task.data_dir={data_dir}")
     if limit:
         overrides.append(f"limit={limit}")
+    overrides += list(extra)
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     task = build_task(cfg)
@@ -67,9 +69,10 @@ def load(method: str, limit: Optional[int] = None, data_dir: Optional[str] = Non
     return m, examples
 
 
-def run(base_url: str, method: str, limit: Optional[int] = None, model: str = "smollm2") -> dict[str, Any]:
+def run(base_url: str, method: str, limit: Optional[int] = None, model: str = "smollm2",
+        extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Evaluate the groups one request at a time; returns wall time, request count and each group's prediction."""
-    m, examples = load(method, limit)
+    m, examples = load(method, limit, extra=extra)
     t0 = time.perf_counter()
     requests, predictions = 0, {}
     for ex in examples:
