@@ -119,6 +119,7 @@ class OpenAIBackend(Backend):
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
                          "Accept": "application/json"}
         self._url = self.base_url + "/chat/completions"
+        self._public_url = _without_userinfo(self.base_url)  # what messages and records show
         self.revision = revision
         self.concurrency = max(1, int(concurrency))
         self.timeout_s = float(timeout_s)
@@ -150,7 +151,7 @@ class OpenAIBackend(Backend):
 
     def effective_params(self) -> dict[str, Any]:
         """Endpoint, concurrency, timeout, retry policy, constraint mode, extra body fields (never the key)."""
-        return {"base_url": self.base_url, "api_key_env": self.api_key_env, "concurrency": self.concurrency,
+        return {"base_url": self._public_url, "api_key_env": self.api_key_env, "concurrency": self.concurrency,
                 "timeout_s": self.timeout_s, "retry": dataclasses.asdict(self.policy),
                 "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size,
                 "max_consecutive_failures": self.max_consecutive_failures, "transport": self.transport}
@@ -295,7 +296,7 @@ class OpenAIBackend(Backend):
         assert last is not None
         self.stats["gave_up"] += 1
         what = f"HTTP {last.status}" if last.status is not None else "no HTTP status"
-        msg = (f"openai backend: POST {self._url} (model {self.model}) failed after "
+        msg = (f"openai backend: POST {self._public_url}/chat/completions (model {self.model}) failed after "
                f"{attempts} attempt(s) in {time.monotonic() - t_start:.1f}s; last error: {what}: {last}")
         return Response(error=self._scrub(msg), latency_s=time.monotonic() - t_start)
 
@@ -322,7 +323,7 @@ class OpenAIBackend(Backend):
             self.stats["connection_errors"] += 1
             if self._consecutive >= self.max_consecutive_failures:
                 self._dead = BackendUnavailable(
-                    f"openai backend: no connection to {self.base_url} after {self._consecutive} consecutive "
+                    f"openai backend: no connection to {self._public_url} after {self._consecutive} consecutive "
                     f"attempts (last: {self._scrub(str(e))}); start the server there or fix model.backend.base_url")
                 raise self._dead from None
             raise _Failure(self._scrub(f"connection error: {e}"), retryable=True) from None
@@ -379,6 +380,14 @@ class OpenAIBackend(Backend):
                 self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown; nothing left to release
             pass
+
+
+def _without_userinfo(url: str) -> str:
+    """url without a user:password@ part."""
+    u = urlsplit(url)
+    if "@" not in u.netloc:
+        return url
+    return u._replace(netloc=u.netloc.rsplit("@", 1)[1]).geturl()
 
 
 def _loop_running_here() -> bool:
