@@ -372,12 +372,16 @@ def _check_metrics(metrics: Sequence[str], systems: list[System]) -> None:
 
 
 def letters(comparisons: Sequence[Comparison], metric: str, slice: str = "all",
-            order: Optional[Sequence[str]] = None) -> dict[str, str]:
-    """Compact letter display for one metric and slice: rows best-first; rows sharing a letter are not
-    significantly different after the correction already applied to `comparisons`."""
-    comps = [c for c in comparisons if c.metric == metric and c.slice == slice and c.test != "none"]
+            order: Optional[Sequence[str]] = None, task: Optional[str] = None) -> dict[str, str]:
+    """Compact letter display for one metric and slice (and task, when the comparisons span several): rows
+    best-first; rows sharing a letter are not significantly different after the correction already applied."""
+    comps = [c for c in comparisons if c.metric == metric and c.slice == slice and c.test != "none"
+             and (task is None or c.task == task)]
     if not comps:
         raise CompareError(f"no comparisons of metric '{metric}' on slice '{slice}'")
+    tasks = sorted({c.task for c in comps})
+    if len(tasks) > 1:
+        raise CompareError(f"metric '{metric}' is compared in several tasks ({', '.join(tasks)}); pass task=")
     if order is None:
         means: dict[str, list[float]] = {}
         for c in comps:
@@ -418,6 +422,13 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
                   f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
                   verdict)
     console.print(t)
+    for task, metric in dict.fromkeys((c.task, c.metric) for c in comparisons if c.slice == "all" and c.test != "none"):
+        try:
+            groups = letters(comparisons, metric, task=task)
+        except CompareError:
+            continue
+        console.print(f"significance groups ({task} {metric}, all; best first; a shared letter = not distinguishable): "
+                      + ", ".join(f"{row} {lt}" for row, lt in groups.items()))
     for note in dict.fromkeys(c.note for c in comparisons if c.note and c.test != "none"):
         console.print(f"note: {note}")
 
