@@ -392,6 +392,44 @@ def letters(comparisons: Sequence[Comparison], metric: str, slice: str = "all",
     return compact_letters(order, [(c.run_a, c.run_b) for c in comps if c.significant])
 
 
+@dataclass(frozen=True)
+class PairedSd:
+    """The sd of paired per-unit differences of a metric, for power planning, and where it came from."""
+
+    sd: float
+    n_units: int
+    source: str
+
+
+def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: Optional[str] = None) -> Optional[PairedSd]:
+    """sd of paired unit differences from existing runs of one task: the pair sharing the most units; with a single
+    run, sqrt(2) x the sd of its units (two independent systems; conservative when systems are positively
+    correlated, as models on the same examples are); None when no run has the metric."""
+    systems = [s for s in load_systems(paths) if metric in s.values and (task is None or s.task == task)]
+    if not systems:
+        return None
+    best: Optional[PairedSd] = None
+    for a, b in itertools.combinations(systems, 2):
+        if a.task != b.task or not set(a.ids) & set(b.ids):
+            continue
+        c = compare_pair(a, b, metrics=[metric], slices=False, n_resamples=2)[0]  # only the units are used here
+        if c.units_a is None or c.n < 2:
+            continue
+        if best is None or c.n > best.n_units:
+            best = PairedSd(float(np.std(c.units_a - c.units_b, ddof=1)), c.n, f"paired runs {a.label} vs {b.label}")
+    if best is not None:
+        return best
+    s = max(systems, key=lambda s: len(s.ids))
+    labels = [str(s.meta[i].get(s.cluster_by, i)) if s.cluster_by else i for i in s.ids]
+    vals = s.values[metric].mean(axis=0)
+    ok = ~np.isnan(vals)
+    units, _ = cluster_means(vals[ok], [lab for lab, k in zip(labels, ok) if k])
+    if len(units) < 2:
+        return None
+    return PairedSd(float(math.sqrt(2) * np.std(units, ddof=1)), len(units),
+                    f"one run ({s.label}): sqrt(2) x its sd, as if the two systems were independent")
+
+
 # ---- terminal and JSON ----------------------------------------------------------------------------------
 def _fmt(x: Optional[float], digits: int = 4) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

@@ -166,3 +166,19 @@ def test_monte_carlo_p_values_are_refined_where_the_corrected_verdict_is_uncerta
     se = math.sqrt(c.p_value * (1 - c.p_value) / c.n_resamples)
     assert abs(c.p_value - precise.p_value) < 4 * se + 4 * precise.mc_se
     assert c.p_adjusted == pytest.approx(min(1.0, 60 * c.p_value))
+
+
+def test_paired_sd_for_planning(tmp_path):
+    from recbench.compare import paired_sd_from_runs
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(0, 1, 400)
+    b = a + rng.normal(0.1, 0.5, 400)  # strongly correlated systems: sd of differences 0.5
+    write_run(tmp_path / "one" / "a", {"s": a.tolist()}, method="a")
+    single = paired_sd_from_runs([tmp_path / "one"], "s")
+    assert single.n_units == 400 and single.sd == pytest.approx(math.sqrt(2) * np.std(a, ddof=1))
+    assert "one run" in single.source
+    write_run(tmp_path / "one" / "b", {"s": b.tolist()}, method="b")
+    pair = paired_sd_from_runs([tmp_path / "one"], "s")
+    assert pair.sd == pytest.approx(np.std(a - b, ddof=1)) and pair.source == "paired runs a vs b"
+    assert paired_sd_from_runs([tmp_path / "one"], "other") is None
