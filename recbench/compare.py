@@ -14,9 +14,10 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,12 @@ from recbench.schema import Run, SchemaError, find_run_dirs, read_run
 from recbench.stats.clusters import cluster_means, pool_seeds
 from recbench.stats.letters import compact_letters
 from recbench.stats.multiple import adjust
-from recbench.stats.paired import is_binary, paired_bootstrap_ci, paired_test, sign_flip_test
+from recbench.stats.paired import (
+    is_binary,
+    paired_bootstrap_ci,
+    paired_test,
+    sign_flip_test,
+)
 
 log = logging.getLogger(__name__)
 SEED_KEYS = (("seed",), ("sampling", "seed"))
@@ -46,7 +52,7 @@ class System:
     label: str
     runs: list[Run]
     task: str
-    cluster_by: Optional[str]
+    cluster_by: str | None
     ids: list[str]  # examples finished in every pooled run, in the first run's order
     meta: dict[str, dict[str, Any]]
     values: dict[str, np.ndarray]  # metric -> (K seeds x len(ids)) values, NaN = undefined
@@ -79,18 +85,18 @@ class Comparison:
     p_adjusted: float = math.nan
     significant: bool = False
     higher_is_better: bool = True
-    better: Optional[str] = None  # run_a or run_b when significant, else None
+    better: str | None = None  # run_a or run_b when significant, else None
     n_examples: int = 0
-    cluster_by: Optional[str] = None
+    cluster_by: str | None = None
     seeds_a: int = 1
     seeds_b: int = 1
-    seed_var_share: Optional[float] = None  # share of Var(unit differences) that is seed noise (pooled seeds)
-    n_resamples: Optional[int] = None
-    p_mc_se: Optional[float] = None
+    seed_var_share: float | None = None  # share of Var(unit differences) that is seed noise (pooled seeds)
+    n_resamples: int | None = None
+    p_mc_se: float | None = None
     task: str = ""
     note: str = ""
-    units_a: Optional[np.ndarray] = field(default=None, repr=False, compare=False)  # per-unit values (not in JSON)
-    units_b: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
+    units_a: np.ndarray | None = field(default=None, repr=False, compare=False)  # per-unit values (not in JSON)
+    units_b: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON record (NaN as null)."""
@@ -119,6 +125,7 @@ def _labels(dirs: Sequence[Path]) -> list[str]:
 
 def load_systems(paths: Iterable[str | Path], *, pool_seeds_: bool = False) -> list[System]:
     """Every run under the paths (run or sweep dirs) as a System; with pool_seeds_, runs differing only in seed are one."""
+    paths = list(paths)
     try:
         dirs = find_run_dirs(paths)
         runs = [read_run(d) for d in dirs]
@@ -185,6 +192,8 @@ def _corpus_comparison(spec: MetricSpec, a: System, b: System, ids: list[str], *
     ok = ~(np.isnan(va) | np.isnan(vb))
     va, vb = va[ok], vb[ok]
     f = spec.corpus
+    if len(va) < 2:
+        raise CompareError(f"corpus metric '{spec.name}' needs at least 2 examples defined in both runs, got {len(va)}")
 
     def stat(x, y):
         return f(list(x)) - f(list(y))
@@ -203,8 +212,8 @@ def _index(s: System, ids: list[str]) -> np.ndarray:
     return np.array([pos[i] for i in ids], dtype=int)
 
 
-def compare_pair(a: System, b: System, *, metrics: Optional[Sequence[str]] = None, test: str = "auto",
-                 n_resamples: Optional[int] = None, seed: int = 0, slices: bool = True,
+def compare_pair(a: System, b: System, *, metrics: Sequence[str] | None = None, test: str = "auto",
+                 n_resamples: int | None = None, seed: int = 0, slices: bool = True,
                  level: float = 0.95) -> list[Comparison]:
     """Uncorrected comparisons of two systems of one task, per metric and slice (p_adjusted left NaN)."""
     if a.task != b.task:
@@ -225,8 +234,9 @@ def compare_pair(a: System, b: System, *, metrics: Optional[Sequence[str]] = Non
     for m in names:
         spec = _spec(m, a, b)
         for sl, sub in (_slices(a, b, ids) if slices else [("all", ids)]):
-            base = dict(run_a=a.label, run_b=b.label, metric=m, slice=sl, higher_is_better=spec.higher_is_better,
-                        seeds_a=a.k, seeds_b=b.k, task=a.task, cluster_by=cluster_by)
+            base = {"run_a": a.label, "run_b": b.label, "metric": m, "slice": sl,
+                    "higher_is_better": spec.higher_is_better, "seeds_a": a.k, "seeds_b": b.k, "task": a.task,
+                    "cluster_by": cluster_by}
             if spec.aggregation == "corpus":
                 out.append(_corpus_record(spec, a, b, sub, base, n_resamples, seed, note))
                 continue
@@ -296,8 +306,8 @@ def correct(comparisons: list[Comparison], method: str = "holm", alpha: float = 
     return comparisons
 
 
-def compare_runs(paths_or_systems: Sequence[Any], *, metrics: Optional[Sequence[str]] = None, test: str = "auto",
-                 correction: str = "holm", alpha: float = 0.05, n_resamples: Optional[int] = None, seed: int = 0,
+def compare_runs(paths_or_systems: Sequence[Any], *, metrics: Sequence[str] | None = None, test: str = "auto",
+                 correction: str = "holm", alpha: float = 0.05, n_resamples: int | None = None, seed: int = 0,
                  slices: bool = True, pool_seeds_: bool = False, progress: bool = False) -> list[Comparison]:
     """Every pair of runs of one task that share ids, per metric and slice, corrected across the whole invocation."""
     systems = (list(paths_or_systems) if paths_or_systems and isinstance(paths_or_systems[0], System)
@@ -372,7 +382,7 @@ def _check_metrics(metrics: Sequence[str], systems: list[System]) -> None:
 
 
 def letters(comparisons: Sequence[Comparison], metric: str, slice: str = "all",
-            order: Optional[Sequence[str]] = None, task: Optional[str] = None) -> dict[str, str]:
+            order: Sequence[str] | None = None, task: str | None = None) -> dict[str, str]:
     """Compact letter display for one metric and slice (and task, when the comparisons span several): rows
     best-first; rows sharing a letter are not significantly different after the correction already applied."""
     comps = [c for c in comparisons if c.metric == metric and c.slice == slice and c.test != "none"
@@ -401,14 +411,14 @@ class PairedSd:
     source: str
 
 
-def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: Optional[str] = None) -> Optional[PairedSd]:
+def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: str | None = None) -> PairedSd | None:
     """sd of paired unit differences from existing runs of one task: the pair sharing the most units; with a single
     run, sqrt(2) x the sd of its units (two independent systems; conservative when systems are positively
     correlated, as models on the same examples are); None when no run has the metric."""
     systems = [s for s in load_systems(paths) if metric in s.values and (task is None or s.task == task)]
     if not systems:
         return None
-    best: Optional[PairedSd] = None
+    best: PairedSd | None = None
     for a, b in itertools.combinations(systems, 2):
         if a.task != b.task or not set(a.ids) & set(b.ids):
             continue
@@ -431,14 +441,14 @@ def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: Optional
 
 
 # ---- terminal and JSON ----------------------------------------------------------------------------------
-def _fmt(x: Optional[float], digits: int = 4) -> str:
+def _fmt(x: float | None, digits: int = 4) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
     s = f"{x:.{digits}f}"
     return "0." + "0" * digits if s.startswith("-") and float(s) == 0 else s
 
 
-def _fmt_p(p: Optional[float]) -> str:
+def _fmt_p(p: float | None) -> str:
     if p is None or not math.isfinite(p):
         return "-"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
@@ -496,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry: compare, print the table, optionally write JSON; exit 2 with one line on bad input."""
     args = build_parser().parse_args(argv)
     try:

@@ -3,9 +3,22 @@ from recbench.stats.baselines import expected_hr_at_k, expected_ndcg_at_k, expec
 from recbench.stats.clusters import SeedPool, cluster_means, pool_seeds
 from recbench.stats.letters import compact_letters
 from recbench.stats.multiple import adjust
-from recbench.stats.paired import (TestResult, is_binary, mcnemar_test, paired_bootstrap_ci, paired_test,
-                                   sign_flip_test, t_test, wilcoxon_test)
-from recbench.stats.power import min_detectable_difference, min_detectable_difference_normal, paired_sd_with_seeds, power
+from recbench.stats.paired import (
+                                   TestResult,
+                                   is_binary,
+                                   mcnemar_test,
+                                   paired_bootstrap_ci,
+                                   paired_test,
+                                   sign_flip_test,
+                                   t_test,
+                                   wilcoxon_test,
+)
+from recbench.stats.power import (
+                                   min_detectable_difference,
+                                   min_detectable_difference_normal,
+                                   paired_sd_with_seeds,
+                                   power,
+)
 
 __all__ = ["SeedPool", "TestResult", "adjust", "cluster_means", "compact_letters", "expected_hr_at_k",
            "expected_ndcg_at_k", "expected_ptc", "is_binary", "mcnemar_test", "min_detectable_difference",

@@ -1,8 +1,8 @@
 """Order-audit statistics: agreement of rankings across presentation orders, first-slot bias, pairwise consistency."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats

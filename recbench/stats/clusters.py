@@ -1,8 +1,8 @@
 """Resampling units: average per-example values within a cluster, and pool several seeds of one system (Miller 2024)."""
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import numpy as np
 

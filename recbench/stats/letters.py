@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import string
-from typing import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 
 def _letter(i: int) -> str:

@@ -83,7 +83,7 @@ def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> Te
     if exact:
         return TestResult("permutation", p, note="exact")
     if not fixed and p < REFINE_BELOW:
-        needed = int(math.ceil(p * (1 - p) / TARGET_MC_SE ** 2))
+        needed = math.ceil(p * (1 - p) / TARGET_MC_SE ** 2)
         if needed > n_res:
             n_res = min(MAX_RESAMPLES, max(needed, 2 * n_res))
             if 2 ** min(len(d), 64) <= n_res:

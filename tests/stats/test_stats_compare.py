@@ -63,8 +63,8 @@ def test_binary_metric_gets_exact_mcnemar_and_slices(tmp_path):
     b = np.where(rng.random(200) < 0.75, a, 0.0)
     meta = [{"history": "short" if i % 2 else "long"} for i in range(200)]
     info = {"hr@10": {"higher_is_better": True, "binary": True, "aggregation": "mean"}}
-    ra = write_run(tmp_path / "runs" / "a", {"hr@10": a.tolist()}, method="a", meta=meta, info=info)
-    rb = write_run(tmp_path / "runs" / "b", {"hr@10": b.tolist()}, method="b", meta=meta, info=info)
+    write_run(tmp_path / "runs" / "a", {"hr@10": a.tolist()}, method="a", meta=meta, info=info)
+    write_run(tmp_path / "runs" / "b", {"hr@10": b.tolist()}, method="b", meta=meta, info=info)
     comps = compare_runs([tmp_path / "runs"])
     assert [c.slice for c in comps] == ["all", "history=long", "history=short"]
     allc = comps[0]

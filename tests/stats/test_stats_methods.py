@@ -4,13 +4,22 @@ import math
 
 import numpy as np
 import pytest
+from recbench.tasks.llmrec.metrics import hit_at_k, ndcg_at_k
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
-from recbench.stats import (adjust, cluster_means, compact_letters, expected_hr_at_k, expected_ndcg_at_k,
-                            min_detectable_difference, min_detectable_difference_normal, paired_sd_with_seeds,
-                            pool_seeds, power)
-from recbench.tasks.llmrec.metrics import hit_at_k, ndcg_at_k
+from recbench.stats import (
+    adjust,
+    cluster_means,
+    compact_letters,
+    expected_hr_at_k,
+    expected_ndcg_at_k,
+    min_detectable_difference,
+    min_detectable_difference_normal,
+    paired_sd_with_seeds,
+    pool_seeds,
+    power,
+)
 
 
 # ---- multiple comparisons -------------------------------------------------------------------------

@@ -7,8 +7,14 @@ import pytest
 from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
-from recbench.stats.paired import (mcnemar_test, paired_bootstrap_ci, paired_test, sign_flip_test, t_test,
-                                   wilcoxon_test)
+from recbench.stats.paired import (
+    mcnemar_test,
+    paired_bootstrap_ci,
+    paired_test,
+    sign_flip_test,
+    t_test,
+    wilcoxon_test,
+)
 
 
 def _exact_sign_flip(d):
