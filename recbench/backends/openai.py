@@ -14,7 +14,7 @@ import os
 import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
@@ -207,6 +207,13 @@ class OpenAIBackend(Backend):
             self._client = make_transport(self.transport, self.concurrency, self.timeout_s, self._on_connect)
         self._dead = None
         tasks: dict[asyncio.Future, Request] = {}
+        finished: deque[asyncio.Future] = deque()  # in completion order; O(1) per request at any window size
+        wake = asyncio.Event()
+
+        def _done(t: asyncio.Future) -> None:
+            finished.append(t)
+            wake.set()
+
         pull = True  # False after a short pull: nothing new can appear before the next answer
         try:
             while True:
@@ -216,11 +223,15 @@ class OpenAIBackend(Backend):
                     if not batch and not tasks:
                         return  # an empty pull with nothing in flight: done
                     for req in batch:
-                        tasks[asyncio.ensure_future(self._one(req))] = req
+                        t = asyncio.ensure_future(self._one(req))
+                        t.add_done_callback(_done)
+                        tasks[t] = req
                     pull = len(batch) >= room
                     continue
-                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                for t in done:
+                await wake.wait()
+                wake.clear()
+                while finished:
+                    t = finished.popleft()
                     req = tasks.pop(t)
                     on_response(req, t.result())  # t.result() raises BackendUnavailable
                 pull = True
