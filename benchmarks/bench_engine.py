@@ -311,13 +311,16 @@ def sec_sigkill(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
             p = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             while p.poll() is None and stub.stats()["received"] == before:  # wait until new requests flow
                 time.sleep(0.01)
-            time.sleep(rng.uniform(0.0, a.kill_window))
+            delay = rng.uniform(0.0, a.kill_window)
+            time.sleep(delay)
             if p.poll() is not None:
                 rep.note("sigkill", f"the run finished before kill {kills + 1}: {kills} kills in all")
                 break
             p.send_signal(signal.SIGKILL)
             p.wait()
             kills += 1
+            print(f"[sigkill] kill {kills}/{a.kills}: {delay:.2f}s after new requests; paid so far "
+                  f"{stub.stats()['paid']}", flush=True)
         rep.figure("sigkill", "kills", kills, f"in {time.perf_counter() - t0:.1f}s, each within "
                    f"{a.kill_window:g}s after the first new request")
         wall, rc, out = run_cli(cmd, env)
