@@ -268,6 +268,8 @@ def _mean_record(m, spec, a, b, ids, base, *, test, n_resamples, seed, level, no
     pool_a, pool_b = pool_seeds(va[:, ok]), pool_seeds(vb[:, ok])
     d_by_seed_share = None
     labels = [str(a.meta[i].get(cluster_by, i)) if cluster_by else i for i in kept]
+    if cluster_by and (missing := sum(cluster_by not in a.meta[i] for i in kept)):
+        notes.append(f"cluster key '{cluster_by}' missing from the meta of {missing} example(s): each is its own unit")
     xa, _ = cluster_means(pool_a.means, labels)
     xb, _ = cluster_means(pool_b.means, labels)
     n = len(xa)

@@ -182,3 +182,12 @@ def test_paired_sd_for_planning(tmp_path):
     pair = paired_sd_from_runs([tmp_path / "one"], "s")
     assert pair.sd == pytest.approx(np.std(a - b, ddof=1)) and pair.source == "paired runs a vs b"
     assert paired_sd_from_runs([tmp_path / "one"], "other") is None
+
+
+def test_missing_cluster_key_is_named(tmp_path):
+    meta = [{"user": "u1"}, {"user": "u1"}, {}, {}]
+    ra = write_run(tmp_path / "a", {"s": [1.0, 0.0, 1.0, 0.5]}, method="a", cluster_by="user", meta=meta)
+    rb = write_run(tmp_path / "b", {"s": [0.0, 0.0, 0.5, 0.5]}, method="b", cluster_by="user", meta=meta)
+    (c,) = compare_runs([ra, rb], slices=False)
+    assert c.n == 3 and c.mean_a == pytest.approx((0.5 + 1.0 + 0.5) / 3)
+    assert "cluster key 'user' missing from the meta of 2 example(s)" in c.note
