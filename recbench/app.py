@@ -15,8 +15,7 @@ from recbench.cache import CacheError, ResponseCache
 from recbench.config_schema import validate
 from recbench.construct import (CONFIG_MODULE, LazyBackend, build_backend, build_task, bundled_data,  # noqa: F401
                                 register_resolvers, select_examples)
-from recbench.loop import EvalLoop, aggregate
-from recbench.registry import ConfigError, suggest
+from recbench.registry import ConfigError, DataError, suggest
 from recbench.runstore import RunDirInUse, RunStore
 from recbench.schema import RunResult, SchemaError
 
@@ -38,11 +37,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from recbench.backends import base
 
     unavailable = getattr(base, "BackendUnavailable", CannotRun)  # a dead server, raised by the backend layer
-    return (ConfigError, CannotRun, RunDirInUse, CacheError, SchemaError, unavailable, FileNotFoundError)
+    return (ConfigError, DataError, CannotRun, RunDirInUse, CacheError, SchemaError, unavailable, FileNotFoundError)
 
 
 def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> dict[str, Any]:
     """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
+    from recbench.loop import EvalLoop, aggregate  # numpy, tqdm: only when something runs
+
     t0 = time.time()
     validate(cfg)
     task = build_task(cfg)
@@ -176,6 +177,16 @@ def check_overrides(argv: list[str]) -> None:
                         f"{', '.join(map(str, valid))}. (To add a new key on purpose use +{key}=...)"
                     )
                 node = node[part]
+        # values of typed keys (seed=abc, limit=x) fail here, at compose time, with the key named
+        plain = [a for a, o in zip(args, parsed) if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")
+                 and o.key_or_group not in groups]
+        try:
+            compose(config_name="config", overrides=search + chosen + plain)
+        except Exception as e:  # noqa: BLE001 - hydra/omegaconf composition errors: one line naming the override
+            cause = e.__cause__ or e
+            lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
+            raise ConfigError(f"{lines[0] if lines else type(cause).__name__} "
+                              f"({next((ln for ln in lines if ln.startswith('full_key')), 'override').strip()})") from None
     GlobalHydra.instance().clear()
 
 
@@ -201,10 +212,18 @@ def main() -> None:
 
     register_resolvers()
     sys.argv[1:] = add_default_method(sys.argv[1:])
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     try:
         check_overrides(sys.argv[1:])
     except ConfigError as e:
         print(f"recbench: config error: {e}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+    except (OmegaConfBaseException, HydraException) as e:  # e.g. a wrong type for a typed key (seed=abc)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        key = getattr(e, "full_key", None)
+        print(f"recbench: config error: {key + ': ' if key else ''}{first}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_RUN)
     codes: list[int] = []
 

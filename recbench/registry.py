@@ -11,6 +11,11 @@ class ConfigError(ValueError):
     """A configuration value that names something that does not exist."""
 
 
+class DataError(ValueError):
+    """A data file that cannot be read as the task expects: the message names the file, the line or record, and
+    the fix."""
+
+
 def suggest(name: str, choices: list[str]) -> str:
     """A ' Did you mean X?' hint, or ''."""
     close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from recbench.registry import DataError
 from recbench.types import file_sha256
 
 
@@ -55,7 +56,7 @@ def load_p5(data_dir: str) -> P5Data:
             if not parts:
                 continue
             if len(parts) < 3:
-                raise ValueError(f"{seq_p}:{line_no}: user {parts[0]} has {len(parts) - 1} item(s); the P5 split "
+                raise DataError(f"{seq_p}:{line_no}: user {parts[0]} has {len(parts) - 1} item(s); the P5 split "
                                  "needs at least 2 (history + test target)")
             sequences[parts[0]] = tuple(parts[1:])
     titles: dict[str, str] = {}
@@ -112,7 +113,7 @@ def load_reviews(data_dir: str) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     missing = [c for c in ("user_id", "parent_asin", "rating", "title", "text", "timestamp") if c not in df.columns]
     if missing:
-        raise ValueError(f"{src}: review records lack field(s) {missing}; present: {list(df.columns)}")
+        raise DataError(f"{src}: review records lack field(s) {missing}; present: {list(df.columns)}")
     meta = _meta_titles(root)
     df["item_id"] = df["parent_asin"].astype(str)
     names = df["product_name"] if "product_name" in df.columns else pd.Series("", index=df.index)

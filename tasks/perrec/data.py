@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from rank_bm25 import BM25Okapi
 
+from recbench.registry import DataError
 from recbench.types import Example
 
 DIFFICULTY_BY_SIZE = {2: "easy", 3: "medium", 4: "hard"}
@@ -41,7 +42,7 @@ def _read_table(path: Path) -> pd.DataFrame:
 def _require(df: pd.DataFrame, cols: list[str], path: Path) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise ValueError(f"{path}: missing field(s) {missing}; present: {list(df.columns)}. "
+        raise DataError(f"{path}: missing field(s) {missing}; present: {list(df.columns)}. "
                          "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
 
 
@@ -75,23 +76,27 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
         for line_no, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            g = json.loads(line)
+            try:
+                g = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{groups_p}:{line_no}: not valid JSON ({e.msg}, column {e.colno}). Fix the line or "
+                                "rebuild the groups (python -m recbench.build perrec)") from None
             for field in ("group_id", "query_item", "timestamp", "users"):
                 if field not in g:
-                    raise ValueError(f"{groups_p}: record {line_no} has no field '{field}'")
+                    raise DataError(f"{groups_p}: record {line_no} has no field '{field}'")
             q_title = titles.get(str(g["query_item"]))
             if q_title is None:
-                raise ValueError(f"{groups_p}: record {line_no}: query_item {g['query_item']} not in {items_p}")
+                raise DataError(f"{groups_p}: record {line_no}: query_item {g['query_item']} not in {items_p}")
             users = []
             for m in g["users"]:
                 uid = str(m["user_id"])
                 hist = by_user.get(uid)
                 if hist is None:
-                    raise ValueError(f"{groups_p}: record {line_no}: user {uid} has no ratings in {ratings_p}")
+                    raise DataError(f"{groups_p}: record {line_no}: user {uid} has no ratings in {ratings_p}")
                 t_query = m.get("timestamp", g["timestamp"])  # the user's own rating time of the query item
                 before = hist[hist["timestamp"] < t_query]
                 if before.empty:
-                    raise ValueError(f"{groups_p}: record {line_no}: user {uid} has no history before the query time")
+                    raise DataError(f"{groups_p}: record {line_no}: user {uid} has no history before the query time")
                 hist_items = [{"item_id": i, "title": titles.get(i, i), "rating": float(r)}
                               for i, r in zip(before["item_id"], before["rating"])][-history_max:]
                 avg = float(m["avg_rating"]) if m.get("avg_rating") is not None else float(np.mean(before["rating"]))

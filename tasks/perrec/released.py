@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE, group_example, user_record
+from recbench.registry import DataError
 from recbench.types import Example
 
 LEVELS = ("easy", "medium", "hard")
@@ -26,7 +27,7 @@ GROUP_FILE = "item2group_avg_diff_sample-{level}.json"
 HELDOUT_FILE = "held_out-{level}.json"
 
 
-class ReleasedFormatError(ValueError):
+class ReleasedFormatError(DataError):
     """A malformed or missing field in a released PerRecBench file (names file, record and field)."""
 
 

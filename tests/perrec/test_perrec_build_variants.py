@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from recbench.app import bundled_data, run_from_config
+from recbench.schema import SCHEMA_VERSION, SampleRecord
 from recbench.tasks.perrec.methods import borda, majority
 from recbench.tasks.perrec.report import collect, correlations, markdown
 from recbench.tasks.perrec.task import PerRecTask
@@ -112,7 +113,7 @@ def test_rating_metrics_hand_computed():
     ex3 = Example(id="h", data={"users": users + [{"user_id": "c", "rating": 3.0, "relative_rating": 0.0, "avg_rating": 3.0}]},
                   meta={"group_size": 3})
     s3 = task.score(ex3, Outcome(prediction={"order": ["a", "c", "b"], "ratings": {"a": 4.0, "b": 2.0, "c": 0.0}}))
-    recs = [{"metrics": s, "meta": ex.meta}, {"metrics": s3, "meta": ex3.meta}]
+    recs = [SampleRecord(id="g", metrics=s, meta=ex.meta), SampleRecord(id="h", metrics=s3, meta=ex3.meta)]
     agg = task.extra_aggregates(recs)
     errs = np.array([1, 2, 0, 0, 3.0])
     assert agg["rating_mae"] == pytest.approx(errs.mean()) and agg["rating_rmse"] == pytest.approx(math.sqrt((errs ** 2).mean()))
@@ -158,7 +159,7 @@ def test_report_pearson_over_runs(tmp_path):
         d = tmp_path / f"r{i}"
         d.mkdir()
         (d / "metrics.json").write_text(json.dumps({
-            "task": {"name": "perrec", "data_dir": "x"}, "model": "m", "method": f"v{i}",
+            "schema_version": SCHEMA_VERSION, "task": {"name": "perrec", "data_dir": "x"}, "model": "m", "method": f"v{i}",
             "metrics": {"ptc": {"mean": ptc}}, "counts": {"examples": 10, "parse_failure_rate": 0.0},
             "extra": {"rating_mae": mae, "rating_rmse": rmse}}))
     df = collect([str(tmp_path)])
