@@ -159,3 +159,11 @@ class ResponseCache:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+if __name__ == "__main__":  # python -m recbench.cache merge|stats ...
+    import sys
+
+    from recbench.cache_tools import main
+
+    sys.exit(main())

@@ -12,7 +12,6 @@ from typing import Any, Optional
 import yaml
 
 GROUPS = ("models", "tasks", "methods")
-PAPERS = ("perrec", "recbench_plus", "llmrec")
 #: a full stop that ends a sentence (not "et al.", "e.g.", "i.e." or an ellipsis), followed by a new sentence
 SENTENCE_END = re.compile(r"(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!\.\.)\.\s+(?=[A-Z(`])")
 
@@ -73,6 +72,11 @@ def names(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
+def papers() -> list[str]:
+    """Every paper tag the model configs use (`papers:`)."""
+    return sorted({p for n in names("model") for p in (read_entry("model", n)[0].get("papers") or [])})
+
+
 def list_models(paper: Optional[str] = None) -> list[str]:
     """One line per model config: name, papers, backend kind, description (only `paper`'s models when given)."""
     lines = []
@@ -127,7 +131,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     """CLI: list models [--paper P] | tasks | methods [--task T]; prints one line per entry."""
     ap = argparse.ArgumentParser(prog="python -m recbench list", description="List what the config groups hold.")
     ap.add_argument("what", choices=GROUPS)
-    ap.add_argument("--paper", choices=PAPERS, help="models: only those this paper ran")
+    ap.add_argument("--paper", choices=papers(), help="models: only those this paper ran")
     ap.add_argument("--task", help="methods: only those this task accepts")
     args = ap.parse_args(argv)
     if args.paper and args.what != "models":

@@ -28,7 +28,8 @@ class CacheConf:
     """The SQLite response cache."""
 
     enabled: bool = True
-    path: str = "${oc.env:RECBENCH_CACHE_DIR,.cache}/responses.sqlite"
+    # a sweep job on a cluster gets its own file (conf/hydra/job_cache/per_job.yaml sets RECBENCH_JOB_CACHE_DIR)
+    path: str = "${oc.env:RECBENCH_JOB_CACHE_DIR,${oc.env:RECBENCH_CACHE_DIR,.cache}}/responses.sqlite"
 
 
 @dataclass

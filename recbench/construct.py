@@ -79,10 +79,10 @@ class LazyBackend:
             node = self.cfg.get("backend")
             cls = get_class(node._target_) if node is not None and node.get("_target_") else None
             static = getattr(cls, "static_identity", None)
-            if static is not None:
+            if static is not None:  # may return None: the fingerprint is not known without loading
                 kwargs = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"}
                 self._identity = static(**kwargs)
-            else:
+            if self._identity is None:
                 self._identity = self().identity()
         return self._identity
 

@@ -41,7 +41,7 @@ def load_file(path: str | Path) -> list[PublishedCell]:
     d = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     for k in REQUIRED:
         if k not in d:
-            raise ValueError(f"{path}: missing field '{k}'. Fix: add it (see data/published/perrec.yaml)")
+            raise ValueError(f"{path}: missing field '{k}'. Fix: add it (see the other files in data/published/)")
     cells = []
     for model, entry in (d["models"] or {}).items():
         for method, by_value in entry.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import functools
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -15,13 +16,12 @@ from typing import Any, Iterator, Optional, Sequence
 
 from recbench.backends.base import Backend
 from recbench.backends.quirks import apply_quirks, check_quirks
-from recbench.types import Request, Response
+from recbench.types import Request, Response, file_sha256
 
 log = logging.getLogger(__name__)
 
 # (model, gguf_file, dtype, device, adapter) -> (tokenizer, model): weights load once per process.
 _LOADED: dict[tuple, tuple[Any, Any]] = {}
-_FILE_HASHES: dict[str, str] = {}
 
 
 def resolve_model_dir(model: str, package: Optional[str]) -> str:
@@ -36,16 +36,50 @@ def resolve_model_dir(model: str, package: Optional[str]) -> str:
     return model
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a (weights) file, computed once per process."""
-    key = str(path)
-    if key not in _FILE_HASHES:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
-        _FILE_HASHES[key] = h.hexdigest()
-    return _FILE_HASHES[key]
+def _memo_path() -> Path:
+    return Path(os.environ.get("RECBENCH_CACHE_DIR", ".cache")) / "model_fingerprints.json"
+
+
+def _memo_key(model_dir: str, gguf_file: Optional[str], revision: Optional[str]) -> Optional[str]:
+    """Key of a model's fingerprint memo entry: its files' path, size and modification time (None for hub ids)."""
+    p = Path(model_dir) / gguf_file if gguf_file else Path(model_dir)
+    if not p.exists():
+        return None
+    files = [p] if p.is_file() else sorted(f for f in p.iterdir() if f.is_file())
+    stamp = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    return json.dumps([str(p.resolve()), revision, stamp])
+
+
+def read_fingerprint(model_dir: str, gguf_file: Optional[str], revision: Optional[str]) -> Optional[dict[str, Any]]:
+    """The remembered weights fingerprint, chat-template hash and commit of a local model (None if not known)."""
+    key = _memo_key(model_dir, gguf_file, revision)
+    try:
+        return json.loads(_memo_path().read_text()).get(key) if key else None
+    except (OSError, ValueError):
+        return None
+
+
+def remember_fingerprint(model_dir: str, gguf_file: Optional[str], revision: Optional[str],
+                         entry: dict[str, Any]) -> None:
+    """Remember a loaded model's fingerprint so the next run can key the cache without loading it."""
+    key = _memo_key(model_dir, gguf_file, revision)
+    if not key:
+        return
+    path = _memo_path()
+    try:
+        memo = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        memo = {}
+    if memo.get(key) == entry:
+        return
+    memo[key] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo, indent=1))
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only place only costs the next run a model load
+        log.debug("could not remember the model fingerprint in %s: %s", path, e)
 
 
 @contextmanager
@@ -72,7 +106,7 @@ def weights_fingerprint(model_dir: str, gguf_file: Optional[str]) -> str:
     """Content identity of the weights: GGUF file hash, or config + weight file names/sizes of a folder."""
     p = Path(model_dir)
     if gguf_file:
-        return "sha256:" + file_sha256(p / gguf_file)
+        return "sha256:" + file_sha256(p / gguf_file)  # recbench.types: once per process per file
     if p.is_dir():
         h = hashlib.sha256()
         for f in sorted(p.iterdir()):
@@ -163,19 +197,33 @@ class HFBackend(Backend):
     def identity(self) -> dict[str, Any]:
         """Kind, name, weights fingerprint, revision, adapter, chat-template hash, dtype."""
         if self._identity is None:
-            commit = getattr(self.model.config, "_commit_hash", None)
-            self._identity = {
-                "kind": self.kind,
-                "name": self.name,
-                "weights": weights_fingerprint(self.model_dir, self.gguf_file),
-                "revision": self.revision or commit,
-                "adapter": self.adapter,
-                "chat_template": hashlib.sha256(self.tokenizer.chat_template.encode()).hexdigest()[:16],
-                "dtype": self.dtype_name,
-            }
-            if self.quirks:  # the model sees rewritten messages: keep their answers apart in the cache
-                self._identity["quirks"] = list(self.quirks)
+            entry = {"weights": weights_fingerprint(self.model_dir, self.gguf_file),
+                     "revision": self.revision or getattr(self.model.config, "_commit_hash", None),
+                     "chat_template": hashlib.sha256(self.tokenizer.chat_template.encode()).hexdigest()[:16]}
+            remember_fingerprint(self.model_dir, self.gguf_file, self.revision, entry)
+            self._identity = self._compose_identity(self.name, entry, self.adapter, self.dtype_name, self.quirks)
         return self._identity
+
+    @classmethod
+    def _compose_identity(cls, name: Any, entry: dict[str, Any], adapter: Optional[str], dtype: str,
+                          quirks: Sequence[str]) -> dict[str, Any]:
+        ident = {"kind": cls.kind, "name": name, "weights": entry["weights"], "revision": entry["revision"],
+                 "adapter": adapter, "chat_template": entry["chat_template"], "dtype": dtype}
+        if quirks:  # the model sees rewritten messages: keep their answers apart in the cache
+            ident["quirks"] = list(quirks)
+        return ident
+
+    @classmethod
+    def static_identity(cls, model: str = "", package: Optional[str] = None, gguf_file: Optional[str] = None,
+                        revision: Optional[str] = None, dtype: str = "float32", adapter: Optional[str] = None,
+                        name: Optional[str] = None, quirks: Optional[Sequence[str]] = None,
+                        **_: Any) -> Optional[dict[str, Any]]:
+        """The identity without loading the model, when an earlier load remembered its fingerprint (else None)."""
+        model_dir = resolve_model_dir(model, package)
+        entry = read_fingerprint(model_dir, gguf_file, revision)
+        if entry is None:
+            return None
+        return cls._compose_identity(name or model or package, entry, adapter, dtype, check_quirks(quirks))
 
     def effective_params(self) -> dict[str, Any]:
         """Device, dtype and batch size actually used."""

@@ -7,7 +7,7 @@ Messages = list[dict[str, Any]]
 
 
 def fold_system(messages: Messages) -> Messages:
-    """Fold system message(s) into the first user turn ("<system>\\n\\n<user>"), as PerRecBench's code did for Gemma."""
+    """Fold system message(s) into the first user turn ("<system>\\n\\n<user>"), as the papers' own clients did for Gemma."""
     system = [m["content"] for m in messages if m["role"] == "system"]
     rest = [dict(m) for m in messages if m["role"] != "system"]
     if not system:

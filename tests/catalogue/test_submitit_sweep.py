@@ -76,7 +76,7 @@ def test_slurm_preset_differs_from_the_local_one_only_in_the_executor():
                                      return_hydra_config=True).hydra
     local, slurm = cfgs["submitit_local"], cfgs["slurm"]
     assert local.launcher._target_.endswith("LocalLauncher") and slurm.launcher._target_.endswith("SlurmLauncher")
-    assert local.job.env_set == slurm.job.env_set and "RECBENCH_CACHE_DIR" in local.job.env_set
+    assert local.job.env_set == slurm.job.env_set and "RECBENCH_JOB_CACHE_DIR" in local.job.env_set
     assert local.callbacks == slurm.callbacks and "per_job_cache" in local.callbacks and "report" in local.callbacks
     shared = {k: v for k, v in local.launcher.items() if k != "_target_"}
     differing = {k for k in shared if k in slurm.launcher and slurm.launcher[k] != local.launcher[k]}

@@ -9,8 +9,10 @@ from pathlib import Path
 CORE = Path(__file__).resolve().parents[2] / "recbench"
 # the core is recbench/ outside the task packages (tasks/, kg/ install as recbench.tasks / recbench.kg)
 CORE_FILES = sorted(p for p in CORE.rglob("*.py") if "testing" not in p.parts)
-BENCHMARK_WORDS = re.compile(r"perrec|PerRecBench|recbench_plus|RecBench\+|llmrec|LLMRec|pointwise|pairwise|"
-                             r"listwise|zero_shot|bm25|assistant_history|heapsort", re.IGNORECASE)
+# benchmark names anywhere; method names as identifiers in quotes ("pairwise" is also a plain statistics word)
+BENCHMARK_WORDS = re.compile(r"perrec|PerRecBench|recbench_plus|RecBench\+|llmrec|LLMRec|heapsort|"
+                             r"[\"'](pointwise|pairwise|listwise|zero_shot|bm25_history|assistant|assistant_history)[\"']",
+                             re.IGNORECASE)
 
 
 def _imports(path: Path) -> set[str]:
