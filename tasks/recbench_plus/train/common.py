@@ -48,4 +48,8 @@ def write_record(out: Path, stage: str, cfg: DictConfig, task: Any, examples: Se
             "split": getattr(task, "split_info", None), "train_queries": len(examples),
             "train_ids_sha256": ids_digest(examples), "seconds": round(time.time() - t0, 1), **extra}
     (out / "recbench_train.json").write_text(json.dumps(info, indent=2, default=str))
+    try:
+        (out / "trainer").rmdir()  # the trainers' output_dir stays empty (nothing is checkpointed)
+    except OSError:
+        pass
     return info
