@@ -32,3 +32,27 @@ class ScriptedBackend(Backend):
             except Exception as e:  # noqa: BLE001 - the double turns failures into error responses
                 out.append(Response(error=str(e)))
         return out
+
+
+class CountingBackend(Backend):
+    """A config-built backend (model.backend._target_) that answers listwise prompts and counts how often it was
+    constructed; `static_identity` lets the loop key the cache without building it."""
+
+    kind = "counting"
+    built = 0
+
+    def __init__(self, name: str = "counting", batch_size: int = 8):
+        from tests.helpers import listwise_answer
+
+        type(self).built += 1
+        self.name, self.batch_size, self._answer = name, batch_size, listwise_answer
+
+    @classmethod
+    def static_identity(cls, name: str = "counting", **_) -> dict:
+        return {"kind": cls.kind, "name": name}
+
+    def identity(self) -> dict:
+        return self.static_identity(self.name)
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        return [Response(text=self._answer(r), prompt_tokens=10, completion_tokens=3) for r in requests]
