@@ -45,6 +45,16 @@ class RunConf:
 
 
 @dataclass
+class PlanConf:
+    """mode=plan's power analysis: the paired difference a claim should detect, and the fallback sd."""
+
+    effect: float = 0.05  # warn when the planned n cannot detect a paired difference this large
+    sd: float = 1.0  # sd of paired per-unit differences when no earlier run of the task gives one
+    power: float = 0.8
+    alpha: float = 0.05
+
+
+@dataclass
 class RecbenchConfig:
     """The top-level config: task, model and method come from their config groups."""
 
@@ -57,6 +67,7 @@ class RecbenchConfig:
     sampling: SamplingConf = field(default_factory=SamplingConf)
     cache: CacheConf = field(default_factory=CacheConf)
     run: RunConf = field(default_factory=RunConf)
+    plan: PlanConf = field(default_factory=PlanConf)
 
 
 def register_configs() -> None:
@@ -83,6 +94,9 @@ def validate(cfg: DictConfig) -> None:
     _check(r.limit_strategy in ("first", "stratified", "random"), "run.limit_strategy", r.limit_strategy,
            "one of first, stratified, random")
     _check(cfg.limit is None or int(cfg.limit) >= 1, "limit", cfg.limit, ">= 1, or null for all examples")
+    _check(float(cfg.plan.sd) > 0, "plan.sd", cfg.plan.sd, "> 0")
+    _check(0 < float(cfg.plan.power) < 1, "plan.power", cfg.plan.power, "in (0, 1)")
+    _check(0 < float(cfg.plan.alpha) < 1, "plan.alpha", cfg.plan.alpha, "in (0, 1)")
     m = cfg.get("method") or {}
     if m.get("max_tokens") is not None:
         _check(int(m.max_tokens) >= 1, "method.max_tokens", m.max_tokens, ">= 1")

@@ -81,6 +81,7 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
              examples=len(examples), already_finished=len(examples) - len(todo))
     if not uses_model:
         p.notes.append("this method needs no model: no requests, no cost")
+        p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
         return p
     backend_cfg = cfg.model.get("backend") or {}
     model_name = str(backend_cfg.get("name") or cfg.model.name)
@@ -130,6 +131,11 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     if not p.requests_exact:
         p.notes.append("adaptive method: later rounds were simulated with empty answers for uncached requests, "
                        "so the request count is an estimate")
+    p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
+    if p.power and p.power["power_at_effect"] < float(cfg.plan.power):
+        p.notes.append(f"warning: with n={p.power['n']} the smallest paired difference detectable at "
+                       f"{float(cfg.plan.power):.0%} power is {p.power['mdd']:.3f} > plan.effect={p.power['effect']}: "
+                       "raise limit or plan a larger effect")
     price = cfg.model.get("price")
     if price:
         share = (p.unique_requests - p.cached) / p.unique_requests if p.unique_requests else 0.0
@@ -139,6 +145,28 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     else:
         p.notes.append(f"model '{cfg.model.name}' has no price table (model.price): cost not estimated")
     return p
+
+
+def power_plan(cfg: DictConfig, task: Any, run_dir: str | Path, n_units: int) -> dict[str, Any]:
+    """Minimum detectable paired difference of the headline metric at plan.power / plan.alpha for n units, with the
+    sd of paired differences from earlier runs of the task (the runs root beside this run dir) or plan.sd."""
+    from recbench.compare import paired_sd_from_runs
+    from recbench.stats.power import min_detectable_difference, power
+
+    metric = task.headline_metric
+    root = Path(run_dir).parents[2] if len(Path(run_dir).parents) > 2 else None
+    got = None
+    if root is not None and root.is_dir():
+        try:
+            got = paired_sd_from_runs([root], metric, task=task.name)
+        except Exception as e:  # noqa: BLE001 - unreadable earlier runs fall back to the stated default
+            log.info("plan: no paired sd from %s (%s)", root, e)
+    sd, source = (got.sd, got.source) if got else (float(cfg.plan.sd), "default plan.sd (no earlier run of this task)")
+    alpha, target, effect = float(cfg.plan.alpha), float(cfg.plan.power), float(cfg.plan.effect)
+    n = max(2, n_units)
+    return {"metric": metric, "n": n_units, "sd": sd, "sd_source": source, "alpha": alpha, "power": target,
+            "mdd": min_detectable_difference(n, sd, target, alpha), "effect": effect,
+            "power_at_effect": power(effect, n, sd, alpha)}
 
 
 def _single_round(method: Any) -> bool:
@@ -167,6 +195,12 @@ def print_plan(p: Plan) -> None:
         ("estimated cost (all / not cached)", "—" if not p.cost else
          f"{p.cost['total']:.4f} / {p.cost_uncached['total']:.4f} {p.cost['currency']}"),
     ]
+    if p.power:
+        w = p.power
+        rows += [(f"min detectable paired diff of {w['metric']} ({w['power']:.0%} power, alpha {w['alpha']})",
+                  f"{w['mdd']:.3f}  (n={w['n']}, sd={w['sd']:.3f})"),
+                 (f"power for a difference of {w['effect']}", f"{w['power_at_effect']:.1%}"),
+                 ("sd of paired differences from", w["sd_source"])]
     for k, v in rows:
         t.add_row(k, v)
     con = Console(width=max(100, Console().width))

@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
 import pytest
+import yaml
 
 from recbench.app import run_from_config
 from recbench.cost import run_cost
@@ -17,9 +16,8 @@ from recbench.plan import plan_from_config
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
-REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
-
 REPO = Path(__file__).resolve().parents[2]
+REPO_CONF = REPO / "conf"
 GPT4O = yaml.safe_load((REPO_CONF / "model" / "gpt4o.yaml").read_text())["backend"]["name"]  # what the cache records
 
 
@@ -79,3 +77,21 @@ def test_plan_needs_no_model_for_reference_rows_and_rejects_unknown_modes(tmp_pa
     assert "requests" in r.stdout and "estimated cost" in r.stdout and "USD" in r.stdout
     plan = json.loads(next((tmp_path / "runs").rglob("plan.json")).read_text())
     assert plan["requests"] == 3 and plan["cost"]["currency"] == "USD"
+
+
+def test_plan_power_uses_the_paired_sd_of_earlier_runs(tmp_path):
+    from recbench.compare import paired_sd_from_runs
+    from recbench.stats.power import min_detectable_difference, power
+
+    runs = tmp_path / "runs" / "perrec"
+    for method in ("random", "bm25_history"):  # earlier model-free runs of the task, 120 groups each
+        run_from_config(compose_cfg([f"method={method}", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false"]),
+                        runs / "none" / method / "default")
+    p = plan_from_config(_cfg(tmp_path, "limit=40"), runs / "gpt4o" / "listwise" / "limit=40")
+    sd = paired_sd_from_runs([runs], "ptc", task="perrec")
+    assert p.power["sd"] == pytest.approx(sd.sd) and "paired runs" in p.power["sd_source"] and sd.n_units == 120
+    assert p.power["mdd"] == pytest.approx(min_detectable_difference(40, sd.sd))
+    assert p.power["power_at_effect"] == pytest.approx(power(0.05, 40, sd.sd)) and p.power["power_at_effect"] < 0.8
+    assert any("plan.effect=0.05" in n for n in p.notes)
+    alone = plan_from_config(_cfg(tmp_path / "fresh", "limit=40"), tmp_path / "fresh" / "a" / "b" / "c")
+    assert alone.power["sd"] == 1.0 and "default plan.sd" in alone.power["sd_source"]
