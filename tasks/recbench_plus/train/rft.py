@@ -34,7 +34,7 @@ def grpo_args(cfg: DictConfig, out: Path, weights: list[float]) -> Any:
     from trl import GRPOConfig
 
     g = int(cfg.group_size)
-    extra = OmegaConf.to_container(cfg.get("grpo_extra") or {}, resolve=True)
+    extra = OmegaConf.to_container(cfg.grpo_extra, resolve=True) if cfg.get("grpo_extra") is not None else {}
     return GRPOConfig(**trainer_kwargs(cfg, out), per_device_train_batch_size=g * int(cfg.prompts_per_step),
                       num_generations=g, beta=float(cfg.kl_coef), max_completion_length=int(cfg.max_completion_length),
                       temperature=float(cfg.temperature), top_p=float(cfg.top_p), reward_weights=weights,
