@@ -1,6 +1,7 @@
 """LLMRec methods: zero-shot prompting (the paper's off-the-shelf prompts) and classic reference baselines."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from typing import Optional
@@ -13,8 +14,11 @@ from recbench.task import Method
 from recbench.types import Constraint, Example, MethodGen, Outcome, Request, SamplingParams
 
 #: LLMRec sub-tasks whose answer is one of a few strings: with `constrained: true` the model chooses among them
-#: (hf: likelihood of each choice; vllm/openai: structured outputs), so a small model's answer always parses.
-ANSWER_CHOICES = {"rating": ("1", "2", "3", "4", "5")}
+#: (hf: likelihood of each choice; vllm: structured outputs), so a small model's answer always parses. Each choice
+#: maps to the answer the task parses. Rating choices are "N stars", not bare digits: scored by likelihood, SmolLM2-135M
+#: picks a bare "1" for every prompt (the start of a numbered list), but spreads over "2 stars".."5 stars".
+ANSWER_CHOICES: dict[str, dict[str, str]] = {
+    "rating": {"1 star": "1", "2 stars": "2", "3 stars": "3", "4 stars": "4", "5 stars": "5"}}
 
 
 def _run_seed(method: Method) -> int:
@@ -44,12 +48,17 @@ class ZeroShot(Method):
     def constraint(self) -> Optional[Constraint]:
         """A choice constraint for sub-tasks with a fixed answer set (rating: 1-5) when `constrained` is on."""
         choices = ANSWER_CHOICES.get(getattr(self.task, "subtask", ""))
-        return Constraint(kind="choice", choices=choices) if choices and self.cfg.get("constrained", False) else None
+        return Constraint(kind="choice", choices=tuple(choices)) if choices and self.cfg.get("constrained", False) else None
 
     def run(self, example: Example) -> MethodGen:
         """Ask once, parse the answer."""
-        [resp] = yield [Request.chat(self.task.messages(example), self.params(), constraint=self.constraint(),
+        constraint = self.constraint()
+        [resp] = yield [Request.chat(self.task.messages(example), self.params(), constraint=constraint,
                                     purpose="answer", example_id=example.id)]
+        if constraint is not None:  # a chosen answer ("4 stars") is read as the value it stands for ("4")
+            value = ANSWER_CHOICES[self.task.subtask].get(resp.text.strip())  # type: ignore[attr-defined]
+            if value is not None:
+                resp = dataclasses.replace(resp, text=value)
         return self.task.parse(resp, example)
 
 
