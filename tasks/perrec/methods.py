@@ -17,7 +17,9 @@ from recbench.types import Constraint, Example, MethodGen, Outcome, Request, Res
 
 PKG = "recbench.tasks.perrec"
 PAIR_CHOICES = ("[User A]", "[User B]")
-RATING_CHOICES = ("1", "2", "3", "4", "5")
+#: constrained pointwise answers and the rating each stands for. "N stars", not bare digits: scored by likelihood,
+#: SmolLM2-135M picks a bare "1" for every prompt (the start of a numbered list) but spreads over "2 stars".."4 stars".
+RATING_CHOICES = {"1 star": 1.0, "2 stars": 2.0, "3 stars": 3.0, "4 stars": 4.0, "5 stars": 5.0}
 
 
 def worst_status(statuses: list[str]) -> str:
@@ -154,11 +156,17 @@ class Pointwise(PerRecMethod):
     """Predict each user's rating; rank users by predicted rating minus their own average."""
 
     name = "pointwise"
+    single_round = True  # one round of requests whatever the answers
     base_template = "pointwise"
 
     def prompt(self, example: Example, user: dict[str, Any], profile: Optional[str]) -> str:
         """The pointwise prompt for one user."""
         return render(PKG, self.template(), label="User", user=user, profile=profile, query_title=example.data["query_title"])
+
+    def parse_rating(self, text: str) -> Parsed:
+        """A constrained choice ("4 stars") as its rating (ok), else the first number of the answer, clamped to 1-5."""
+        choice = RATING_CHOICES.get(text.strip())
+        return Parsed(choice, "ok") if choice is not None else parse_number(self.answer_part(text), lo=1, hi=5)
 
     def run(self, example: Example) -> MethodGen:
         users = example.data["users"]
@@ -170,12 +178,12 @@ class Pointwise(PerRecMethod):
             shots.append((self.prompt(sx, su, self.profile_text(su, sx) if self.task.cfg.profile and self.task.cfg.get("profile_file") else None),
                           self.shot_answer(f"{su['rating']:g}")))
         reqs = [r for u in users for r in self._samples(self.prompt(example, u, profiles.get(u["user_id"])), self.cfg.max_tokens,
-                                                          Constraint(kind="choice", choices=RATING_CHOICES), shots)]
+                                                          Constraint(kind="choice", choices=tuple(RATING_CHOICES)), shots)]
         resps = yield reqs
         n = self.n_samples
         preds, statuses, notes = {}, [], []
         for k, u in enumerate(users):
-            parsed = [parse_number(self.answer_part(r.text), lo=1, hi=5) for r in resps[k * n:(k + 1) * n]]
+            parsed = [self.parse_rating(r.text) for r in resps[k * n:(k + 1) * n]]
             vals = [p.value for p in parsed if p.ok]
             preds[u["user_id"]] = float(np.mean(vals)) if vals else None  # self-consistency: mean rating
             statuses.append(parsed[0].status if n == 1 else aggregate_status(parsed))
@@ -313,6 +321,7 @@ class Listwise(PerRecMethod):
     """The whole group in one prompt; the model returns a JSON ranking of user labels (self-consistency: Borda)."""
 
     name = "listwise"
+    single_round = True  # one round of requests whatever the answers
     base_template = "listwise"
 
     def prompt(self, example: Example, users: list[dict], profiles: dict[str, str]) -> tuple[str, list[str]]:
