@@ -42,16 +42,19 @@ class Cell:
     sources: list[dict[str, str]] = field(default_factory=list)
     note: str = ""  # e.g. the method behind a summary cell
     mark: Optional[str] = None  # "best" | "second"
+    letters: str = ""  # significance group(s): cells of one column sharing a letter are not distinguishable
+    ref_mark: str = ""  # summary: ▲/▼ significantly better/worse than the random reference row, † better than the best
+    shown: Optional[str] = None  # text shown instead of the number (e.g. a CI or a verdict)
 
     @property
     def missing(self) -> bool:
         """True when there is no value (rendered as a dash)."""
-        return self.mean is None or (isinstance(self.mean, float) and math.isnan(self.mean))
+        return self.shown is None and (self.mean is None or (isinstance(self.mean, float) and math.isnan(self.mean)))
 
     @property
     def text(self) -> str:
         """The displayed value."""
-        return fmt(self.mean)
+        return self.shown if self.shown is not None else fmt(self.mean)
 
     @property
     def ci_text(self) -> str:

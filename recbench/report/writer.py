@@ -13,7 +13,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs
 from recbench.report.layouts import Layouts
-from recbench.report.plots import Plot, all_plots
+from recbench.report.plots import Plot, all_plots, row_label
+from recbench.report.significance import Significance, significance
 from recbench.report.tables import ReportView, Table, all_tables
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class Report:
     plots: list[Plot]
     sections: list[Section]
     sources: list[str]
+    significance: Significance = field(default_factory=Significance)
 
 
 def headline_metrics(runs: list[Run]) -> dict[str, str]:
@@ -66,7 +68,11 @@ def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None)
     pf = [p for p in plots if p.section == ""]
     if pf:
         sections.append(Section("parse-failures", "Parse failures", [], pf))
-    return Report(runs, cells, agg, tables, plots, sections, paths)
+    by_dir = {str(r.dir.resolve()): row_label({"model": r.model, "method": r.method, "variant": ""}) for r in runs}
+    sig = significance(runs, tables, view, by_dir)
+    if sig.tables:
+        sections.append(Section("comparisons", "Paired comparisons", sig.tables, sig.plots))
+    return Report(runs, cells, agg, tables, plots, sections, paths, sig)
 
 
 # ---- renderers ------------------------------------------------------------------------------------
@@ -86,6 +92,7 @@ def table_markdown(t: Table) -> str:
                 out.append("—")
                 continue
             v = f"**{c.text}**" if c.mark == "best" else f"*{c.text}*" if c.mark == "second" else c.text
+            v += (f"<sup>{c.letters}</sup>" if c.letters else "") + c.ref_mark
             extra = " ".join(x for x in (c.ci_text, f"({c.count_text})" if c.count_text else "") if x)
             out.append(_md_escape(f"{v} {extra}".strip()))
         lines.append("| " + " | ".join(map(_md_escape, labels)) + " | " + " | ".join(out) + " |")
@@ -141,6 +148,17 @@ def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str
         if frames:
             written["tables_csv"] = out / "tables.csv"
             pd.concat(frames, ignore_index=True).to_csv(written["tables_csv"], index=False)
+        sig = rep.significance
+        if sig.comparisons:  # the comparisons section's records, as `python -m recbench.compare --json` writes them
+            from recbench.compare import write_json
+
+            written["comparisons_csv"] = out / "comparisons.csv"
+            pd.DataFrame([c.to_dict() for c in sig.comparisons]).to_csv(written["comparisons_csv"], index=False)
+            written["comparisons_json"] = out / "comparisons.json"
+            write_json(sig.comparisons, written["comparisons_json"])
+        if sig.letters:
+            written["letters_csv"] = out / "significance_groups.csv"
+            pd.DataFrame(sig.letters).to_csv(written["letters_csv"], index=False)
     if "html" in formats:
         written["html"] = out / "report.html"
         written["html"].write_text(render_html(rep, title), encoding="utf-8")

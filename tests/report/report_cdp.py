@@ -163,6 +163,14 @@ PAGE_FACTS_JS = """(() => ({
   external: Array.from(document.querySelectorAll('[src],[href]')).map(e => e.getAttribute('src') || e.getAttribute('href'))
       .filter(u => !u.startsWith('data:') && !u.startsWith('#')),
   scripts: document.scripts.length,
+  letters: Array.from(document.querySelectorAll('sup.cld')).map(sup => {
+      const td = sup.closest('td'), tr = td.closest('tr');
+      return {table: td.closest('table').id, row: Array.from(tr.querySelectorAll('th')).map(th => th.textContent.trim()),
+              column: Array.from(tr.children).filter(c => c.tagName === 'TD').indexOf(td), letters: sup.dataset.letters};
+  }),
+  comparisons: Array.from(document.querySelectorAll('table[id^="comparisons-"] tbody tr')).map(tr => ({
+      table: tr.closest('table').id, row: Array.from(tr.querySelectorAll('th')).map(th => th.textContent.trim()),
+      cells: Array.from(tr.querySelectorAll('td .v')).map(v => v.textContent.trim())})),
 }))()"""
 
 
