@@ -2,7 +2,6 @@
 and backend errors (real task data, real loop; only the model is a test double)."""
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -10,23 +9,7 @@ import pytest
 from recbench.app import run_from_config
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
-
-#: an answer that would run script if the page inserted model text as HTML (also closes the data <script> element)
-HOSTILE = '</script><script>window.__pwned = "script"</script><img src=x onerror="window.__pwned = \'img\'">'
-
-
-def _bucket(req) -> int:
-    return int(hashlib.sha256(req.messages[-1][1].encode()).hexdigest(), 16) % 10
-
-
-def scripted_answer(req) -> str:
-    """Pointwise answers: mostly a rating, sometimes hostile markup (unparseable), sometimes a backend error."""
-    b = _bucket(req)
-    if b == 0:
-        raise RuntimeError("HTTP 503 <b>overloaded</b>")
-    if b == 1:
-        return HOSTILE
-    return "The rating is 4 stars" if b == 2 else str(1 + b % 5)
+from tests.view.view_doubles import scripted_answer
 
 
 def _run(root: Path, name: str, overrides: list[str], backend=None) -> Path:

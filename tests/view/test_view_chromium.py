@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import HOSTILE
 
 from recbench import view
+from tests.view.view_doubles import HOSTILE
 from tests.report.report_cdp import Chromium, find_chromium
 
 pytestmark = pytest.mark.skipif(find_chromium() is None,

@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from conftest import HOSTILE
 
 from recbench import view
+from tests.view.view_doubles import HOSTILE
 
 
 def _lines(path: Path) -> list[dict]:
