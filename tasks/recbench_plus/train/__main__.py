@@ -3,7 +3,7 @@
     python -m recbench.tasks.recbench_plus.train split                       # sizes of the train / held-out parts
     python -m recbench.tasks.recbench_plus.train sft out=adapters/rbp_sft
     python -m recbench.tasks.recbench_plus.train rft init=adapters/rbp_sft out=adapters/rbp_sft_rft
-    python -m recbench task=recbench_plus_ml100k_heldout model=smollm2 model.backend.adapter=adapters/rbp_sft_rft
+    python -m recbench task=recbench_plus_ml100k_heldout model=smollm2 +model.backend.adapter=adapters/rbp_sft_rft
     python -m recbench.tasks.recbench_plus.train plot adapters/rbp_sft_rft/curve.csv curve.png
 """
 from __future__ import annotations
