@@ -90,24 +90,30 @@ def test_stream_answers_arrive_out_of_order_without_a_barrier():
 
 
 def test_on_response_can_make_more_requests_available():
-    """Each answer unlocks one follow-up request (3 rounds per chain): empty pulls in between are not the end."""
-    first = _reqs(4, "chain0")
+    """Each chain answer unlocks one follow-up (3 rounds); a slow request stays in flight meanwhile, so the pull
+    after the chain's end is empty while something is in flight: that must not end the stream."""
+    first = [*_reqs(1, "chain0"), *_reqs(1, "slow")]
+
+    def answer(messages):
+        time.sleep(1.5 if "slow" in messages[0]["content"] else 0.02)
+        return default_answer(messages)
 
     def follow_up(req, resp):
         text = req.messages[0][1]
-        depth = int(text.split("chain")[1].split()[0])
-        if depth == 2:
+        if "chain" not in text or "chain2" in text:
             return None
+        depth = int(text.split("chain")[1].split()[0])
         return Request.chat([{"role": "user", "content": text.replace(f"chain{depth}", f"chain{depth + 1}")}],
                             SamplingParams(max_tokens=16))
 
-    with StubServer(latency_s=0.05) as stub:
+    with StubServer(answer_fn=answer) as stub:
         b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=16, **FAST)
         p = Producer(first, follow_up)
         b.stream(p.next_requests, p.on_response)
         b.close()
-    assert len(p.delivered) == 12 and stub.answered == 12
-    assert any(got == 0 for _, got in p.pulls[:-1])  # an empty pull while requests were in flight did not end it
+    texts = [r.messages[0][1].split()[-2] for r, _ in p.delivered]
+    assert texts == ["chain0", "chain1", "chain2", "slow"] and stub.answered == 4
+    assert p.pulls == [(16, 2), (15, 1), (15, 1), (15, 0), (16, 0)]  # the empty pull at (15, 0) did not end it
 
 
 def test_on_response_error_stops_the_stream_and_the_backend_stays_usable():
