@@ -11,8 +11,31 @@ SUBCOMMANDS = {
 }
 
 
+def fast_help() -> str:
+    """Usage and the config groups with their choices, read from the packaged conf/ folder (no Hydra import)."""
+    from importlib import resources
+
+    conf = resources.files("recbench.conf")
+    lines = ["usage: python -m recbench [group=option ...] [key=value ...]      (one run; -m for a sweep)",
+             "       python -m recbench list models|tasks|methods [--task T] [--paper P]",
+             "       python -m recbench doctor",
+             "", "Config groups (group=option):"]
+    for group in ("task", "model", "method", "hydra/launcher"):
+        opts = sorted(f.name[:-5] for f in conf.joinpath(*group.split("/")).iterdir() if f.name.endswith(".yaml"))
+        lines.append(f"  {group}: {', '.join(opts)}")
+    lines += ["", "Common keys: limit=N run.limit_strategy=first|stratified|random seed=S mode=run|plan "
+              "sampling.temperature=T cache.enabled=false",
+              "The composed config of a command: python -m recbench <overrides> --cfg job",
+              "Hydra's own options: python -m recbench --hydra-help",
+              "Exit codes: 0 complete, 2 could not run, 3 examples abandoned (rerun retries them), 130 interrupted"]
+    return "\n".join(lines)
+
+
 def main() -> None:
-    """Dispatch a subcommand (list, doctor), else run the Hydra app."""
+    """Dispatch a subcommand (list, doctor) or --help, else run the Hydra app."""
+    if sys.argv[1:] in (["--help"], ["-h"]):
+        print(fast_help())
+        return
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
         sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]) or 0)
     from recbench.app import main as app_main
