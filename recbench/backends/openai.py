@@ -15,9 +15,10 @@ import random
 import threading
 import time
 from collections import Counter, deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
+from recbench.backends.quirks import apply_quirks, check_quirks
 from recbench.backends.base import Backend, BackendUnavailable
 from recbench.backends.retry import RetryPolicy, parse_retry_after, retryable_status
 from recbench.backends.transport import ConnectFailure, HttpReply, ReadTimeout, Transport, TransportError
@@ -98,7 +99,9 @@ class OpenAIBackend(Backend):
         seed_param: bool = True,
         max_consecutive_failures: int = 5,
         transport: str = "auto",
+        quirks: Optional[Sequence[str]] = None,
     ):
+        self.quirks = check_quirks(quirks)
         if constraints not in CONSTRAINT_MODES:
             raise ValueError(f"constraints must be one of {CONSTRAINT_MODES}, got {constraints!r}")
         if int(max_consecutive_failures) < 1:
@@ -146,8 +149,11 @@ class OpenAIBackend(Backend):
     # ---- identity and records ---------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         """Kind, served model id, optional revision, server (scheme+host+path; plus port for self-run servers)."""
-        return {"kind": self.kind, "name": self.name, "model": self.model, "revision": self.revision,
-                "server": server_identity(self.base_url)}
+        ident = {"kind": self.kind, "name": self.name, "model": self.model, "revision": self.revision,
+                 "server": server_identity(self.base_url)}
+        if self.quirks:  # the server sees rewritten messages: keep their answers apart in the cache
+            ident["quirks"] = list(self.quirks)
+        return ident
 
     def effective_params(self) -> dict[str, Any]:
         """Endpoint, concurrency, timeout, retry policy, constraint mode, extra body fields (never the key)."""
@@ -245,7 +251,7 @@ class OpenAIBackend(Backend):
         sp = req.sampling
         kw: dict[str, Any] = {
             "model": self.model if not req.adapter else req.adapter,  # vLLM serves LoRA adapters by name
-            "messages": req.message_dicts(),
+            "messages": apply_quirks(req.message_dicts(), self.quirks),
             "temperature": sp.temperature,
             "top_p": sp.top_p,
             "max_tokens": sp.max_tokens,
