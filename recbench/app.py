@@ -43,11 +43,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> dict[str, Any]:
     """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
     from recbench.loop import EvalLoop, aggregate  # numpy, tqdm: only when something runs
+    from recbench.audit import maybe_audit
 
     t0 = time.time()
     validate(cfg)
     task = build_task(cfg)
     method = task.make_method(cfg.method, cfg.sampling)
+    method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
     uses_model = method.needs_backend
     lazy = LazyBackend(cfg.model) if uses_model and backend is None else None
     store = RunStore(run_dir)

@@ -55,6 +55,13 @@ class PlanConf:
 
 
 @dataclass
+class AuditConf:
+    """Order audit: re-ask each example with K seeded display orders (0 = off; needs an order-auditable method)."""
+
+    orders: int = 0
+
+
+@dataclass
 class RecbenchConfig:
     """The top-level config: task, model and method come from their config groups."""
 
@@ -68,6 +75,7 @@ class RecbenchConfig:
     cache: CacheConf = field(default_factory=CacheConf)
     run: RunConf = field(default_factory=RunConf)
     plan: PlanConf = field(default_factory=PlanConf)
+    audit: AuditConf = field(default_factory=AuditConf)
 
 
 def register_configs() -> None:

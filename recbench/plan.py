@@ -66,6 +66,7 @@ class TokenCounter:
 
 def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
+    from recbench.audit import maybe_audit
     from recbench.config_schema import validate
     from recbench.construct import build_task, select_examples
     from recbench.schema import read_run
@@ -73,6 +74,7 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     validate(cfg)
     task = build_task(cfg)
     method = task.make_method(cfg.method, cfg.sampling)
+    method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
     examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
     done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
     todo = [e for e in examples if e.id not in done]

@@ -38,6 +38,11 @@ class ZeroShot(Method):
     name = "zero_shot"
     single_round = True  # one round of requests whatever the answers
 
+    @property
+    def order_auditable(self) -> bool:
+        """The sequential and direct prompts list candidates: audit.orders=K permutes their order (recbench.audit)."""
+        return getattr(self.task, "subtask", "") in ("sequential", "direct")
+
     def params(self) -> SamplingParams:
         """Explicit decoding parameters from the run's `sampling` block; max_tokens from the method, else the task."""
         max_tokens = int(self.cfg.get("max_tokens") or self.task.cfg.get("max_tokens", 128))
@@ -50,8 +55,13 @@ class ZeroShot(Method):
         choices = ANSWER_CHOICES.get(getattr(self.task, "subtask", ""))
         return Constraint(kind="choice", choices=tuple(choices)) if choices and self.cfg.get("constrained", False) else None
 
-    def run(self, example: Example) -> MethodGen:
-        """Ask once, parse the answer."""
+    def run(self, example: Example, order: Optional[int] = None) -> MethodGen:
+        """Ask once, parse the answer; `order` k > 0 (order audit) shows the candidates in the k-th seeded permutation."""
+        audited = order is not None and self.order_auditable
+        if audited and order:
+            cands = list(example.data["candidates"])
+            perm = np.random.default_rng(_seed_for(_run_seed(self), f"order{int(order)}|{example.id}")).permutation(len(cands))
+            example = Example(example.id, {**example.data, "candidates": [cands[j] for j in perm]}, example.meta)
         constraint = self.constraint()
         [resp] = yield [Request.chat(self.task.messages(example), self.params(), constraint=constraint,
                                     purpose="answer", example_id=example.id)]
@@ -59,7 +69,11 @@ class ZeroShot(Method):
             value = ANSWER_CHOICES[self.task.subtask].get(resp.text.strip())  # type: ignore[attr-defined]
             if value is not None:
                 resp = dataclasses.replace(resp, text=value)
-        return self.task.parse(resp, example)
+        outcome = self.task.parse(resp, example)
+        if audited:  # the display order (slot order) and the ranking, for recbench.audit
+            outcome.details = {**outcome.details, "shown": list(example.data["candidates"]),
+                               "ranked": list(outcome.prediction) if outcome.prediction else None}
+        return outcome
 
 
 # ---- rating baselines ---------------------------------------------------------------------------

@@ -27,10 +27,11 @@ def worst_status(statuses: list[str]) -> str:
     return "failed" if "failed" in statuses else "repaired" if "repaired" in statuses else "ok"
 
 
-def presentation_order(example: Example, seed: int) -> list[dict[str, Any]]:
-    """The group's users in a seeded shuffled order, so position never leaks the ground truth."""
+def presentation_order(example: Example, seed: int, order: int = 0) -> list[dict[str, Any]]:
+    """The group's users in a seeded shuffled order, so position never leaks the ground truth; `order` k > 0 is the
+    order audit's k-th alternative display order (order 0 is the usual one, so caches and results do not change)."""
     users = example.data["users"]
-    rng = np.random.default_rng([seed, *example.id.encode()])
+    rng = np.random.default_rng([seed, *example.id.encode()] if not order else [seed, 9, int(order), *example.id.encode()])
     return [users[i] for i in rng.permutation(len(users))]
 
 
@@ -248,6 +249,7 @@ class Pairwise(PerRecMethod):
         q = example.data["query_title"]
         shots = self.demonstrations(example)
         stats = {"comparisons": 0, "consistent": 0, "inconsistent": 0, "unparsed_answers": 0}
+        order_pairs: list[list[bool]] = []  # per comparison with both answers read: did the first-shown user win, in order AB and BA
         statuses: list[str] = []
         constraint = Constraint(kind="choice", choices=PAIR_CHOICES)
         n = self.n_samples
@@ -263,6 +265,8 @@ class Pairwise(PerRecMethod):
                 votes.append(majority([p.value for p in parsed]))
             first, second = votes
             stats["comparisons"] += 1
+            if first is not None and second is not None:
+                order_pairs.append([first == PAIR_CHOICES[0], second == PAIR_CHOICES[0]])
             if first == "[User A]" and second == "[User B]":
                 stats["consistent"] += 1
                 return True
@@ -275,7 +279,8 @@ class Pairwise(PerRecMethod):
         ranked = yield from heapsort_desc(users, greater)
         status = worst_status(statuses)
         order = None if status == "failed" else [u["user_id"] for u in ranked]
-        return Outcome(prediction={"order": order}, parse_status=status, details=stats)  # type: ignore[arg-type]
+        return Outcome(prediction={"order": order}, parse_status=status,  # type: ignore[arg-type]
+                       details={**stats, "order_pairs": order_pairs})
 
 
 LABELS = [f"User {c}" for c in string.ascii_uppercase]
@@ -323,6 +328,7 @@ class Listwise(PerRecMethod):
     name = "listwise"
     single_round = True  # one round of requests whatever the answers
     base_template = "listwise"
+    order_auditable = True  # audit.orders=K re-asks with K display orders (recbench.audit)
 
     def prompt(self, example: Example, users: list[dict], profiles: dict[str, str]) -> tuple[str, list[str]]:
         """The listwise prompt over users in the given order, and their labels."""
@@ -341,8 +347,9 @@ class Listwise(PerRecMethod):
             shots.append((prompt, self.shot_answer(json.dumps({"ranking": gold}))))
         return shots
 
-    def run(self, example: Example) -> MethodGen:
-        users = presentation_order(example, self.seed)
+    def run(self, example: Example, order: Optional[int] = None) -> MethodGen:
+        order_k = order
+        users = presentation_order(example, self.seed, order_k or 0)
         profiles = yield from self.profiles(users, example)
         prompt, labels = self.prompt(example, users, profiles)
         schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"enum": labels},
@@ -358,8 +365,11 @@ class Listwise(PerRecMethod):
                             f"borda over {len(good)}/{len(parsed_all)} parsed samples")
         by_label = dict(zip(labels, users))
         order = [by_label[lab]["user_id"] for lab in parsed.value] if parsed.ok else None
+        details: dict[str, Any] = {"note": parsed.note}
+        if order_k is not None:  # audited: the display order (slot order) and the ranking, for recbench.audit
+            details.update(shown=[u["user_id"] for u in users], ranked=order)
         return Outcome(prediction={"order": order, "labels": dict(zip(labels, [u["user_id"] for u in users]))},
-                       parse_status=parsed.status, details={"note": parsed.note})
+                       parse_status=parsed.status, details=details)
 
 
 class RandomOrder(Method):
