@@ -4,14 +4,17 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter
 from typing import Any, ClassVar, Iterable
 
+import numpy as np
 import pandas as pd
 
 from recbench.metric_registry import MetricSpec, register
 from recbench.parsing import parse_number
 from recbench.prompts import render
 from recbench.schema import SampleRecord
+from recbench.stats.baselines import expected_hr_at_k, expected_ndcg_at_k
 from recbench.task import Task
 from recbench.tasks.llmrec import methods as m
 from recbench.tasks.llmrec import metrics as M
@@ -34,6 +37,11 @@ register(
 )
 
 PKG = "recbench.tasks.llmrec"
+
+
+def history_bucket(n: int) -> str:
+    """History length bucket of a user: <=4, 5-9 or 10+ items."""
+    return "<=4" if n <= 4 else "5-9" if n <= 9 else "10+"
 
 
 def _clip(s: str, n: int | None) -> str:
@@ -98,12 +106,13 @@ class _ReviewTask(LLMRecTask):
         tmax = self.cfg.get("title_max_chars")
         out = []
         for r in test.itertuples(index=False):
+            n_hist = len(by_user[r.user_id]) if r.user_id in by_user else 0  # the user's training reviews
             out.append(Example(
                 id=f"{r.user_id}:{r.item_id}",
                 data={"user_id": r.user_id, "item_id": r.item_id, "item_title": _clip(r.item_title, tmax),
                       "rating": float(r.rating), "review_title": r.title, "review_text": r.text,
                       "history": self._history(by_user, r.user_id)},
-                meta={"rating": int(round(r.rating))}))
+                meta={"rating": int(round(r.rating)), "history": history_bucket(n_hist)}))
         return out
 
 
@@ -117,7 +126,7 @@ class RatingTask(_ReviewTask):
     subtask = "rating"
     template = "rating.j2"
     headline_metric = "mae"
-    breakdown_by = ("rating",)
+    breakdown_by = ("rating", "history")
     report_metrics = ("rmse", "mae")
 
     methods = {"zero_shot": m.ZeroShot, "global_mean": m.GlobalMean, "user_mean": m.UserMean,
@@ -180,6 +189,7 @@ def clean_text_answer(text: str) -> tuple[str, str]:
 
 class _TextTask(_ReviewTask):
     headline_metric = "rougeL"
+    breakdown_by = ("history",)
     report_metrics = ("bleu4", "rouge1", "rouge2", "rougeL")
 
     methods = {"zero_shot": m.ZeroShot}
@@ -263,7 +273,7 @@ class _RankTask(LLMRecTask):
     """Rank a frozen candidate list (1 held-out positive + sampled negatives); HR@k / NDCG@k."""
 
     headline_metric = "ndcg@10"
-    breakdown_by = ("history",)
+    breakdown_by = ("history", "popularity")
     report_metrics = ("hr@1", "hr@5", "ndcg@5", "hr@10", "ndcg@10")
     ordered_history: ClassVar[bool] = True
 
@@ -302,6 +312,12 @@ class _RankTask(LLMRecTask):
                       n_negatives=int(cc.get("negatives", 99)), progress=bool(cc.get("progress", True)))
         cands = load_candidates(cc.path, cc.get("sha256"), self.data)
         canon = {i: i for i in self.data.items}
+        counts = Counter(i for seq in self.train_sequences().values() for i in seq)  # training interactions per item
+        targets = [float(counts.get(seq[-1], 0)) for seq in self.data.sequences.values()]
+        cuts = [float(q) for q in np.quantile(targets, [1 / 3, 2 / 3])] if targets else [0.0, 0.0]
+        self.strata = {"popularity": {"of": "training interactions of the target item (train_sequences)", "cuts": cuts,
+                                      "labels": f"low <= {cuts[0]:g} < mid <= {cuts[1]:g} < high"},
+                       "history": {"of": "items in the user's history", "labels": "<=4, 5-9, 10+"}}
         out = []
         for u, seq in self.data.sequences.items():
             c = cands.get(u)
@@ -309,9 +325,11 @@ class _RankTask(LLMRecTask):
                 raise ValueError(f"user {u} has no frozen candidates in {self.cfg.candidates.path}")
             hist = seq[:-1]
             n = len(hist)
+            pop = counts.get(seq[-1], 0)
             out.append(Example(id=u, data={"user_id": u, "history": hist, "target": seq[-1],
                                            "candidates": [canon.get(i, i) for i in c["candidates"]]},
-                               meta={"history": "<=4" if n <= 4 else "5-9" if n <= 9 else "10+"}))
+                               meta={"history": history_bucket(n), "target_interactions": pop,
+                                     "popularity": "low" if pop <= cuts[0] else "mid" if pop <= cuts[1] else "high"}))
         return out
 
     def prompt_vars(self, example: Example) -> dict[str, Any]:
@@ -341,14 +359,25 @@ class _RankTask(LLMRecTask):
         return out
 
     def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """Corpus-level shares of named items that were hallucinated / out-of-candidate / duplicates."""
+        """Corpus-level shares of named items that were hallucinated / out-of-candidate / duplicates; the exact
+        expectation of a random ranker (1 positive among each example's C candidates); the strata thresholds."""
+        records = list(records)
+        sizes = [len(self.by_id[r.id].data["candidates"]) for r in records if r.id in self.by_id]
+        base: dict[str, Any] = {"strata": getattr(self, "strata", {})}
+        if sizes:
+            rnd = {}
+            for k in self.ks:
+                rnd[f"hr@{k}"] = float(np.mean([expected_hr_at_k(k, c) for c in sizes]))
+                rnd[f"ndcg@{k}"] = float(np.mean([expected_ndcg_at_k(k, c) for c in sizes]))
+            base["random_expectation"] = rnd
+            base["random_expectation_candidates"] = sorted(set(sizes))
         recs = [r for r in records if "named" in r.details]
         if not recs:
-            return {}
+            return base
         tot = {k: sum(r.details[k] for r in recs) for k in
                ("named", "in_candidates", "out_of_candidate", "hallucinated", "duplicate", "fuzzy")}
         named = tot["named"] or 1
-        return {"items_named": tot, **{f"share_{k}": tot[k] / named for k in
+        return {**base, "items_named": tot, **{f"share_{k}": tot[k] / named for k in
                                       ("in_candidates", "out_of_candidate", "hallucinated", "duplicate")},
                 "answers_with_fewer_than_n_valid": sum(1 for r in recs if r.details["in_candidates"]
                                                        < int(self.cfg.get("n_recommend", 10)))}

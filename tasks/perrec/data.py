@@ -133,3 +133,55 @@ def group_example(group_id: str, query_item: str, query_title: str, timestamp: A
 def true_order(users: list[dict[str, Any]]) -> list[str]:
     """Ground truth: user ids ordered by relative rating, highest first."""
     return [u["user_id"] for u in sorted(users, key=lambda u: -u["relative_rating"])]
+
+
+STRATA_LABELS = ("low", "mid", "high")
+HISTORY_LABELS = ("short", "mid", "long")
+
+
+def tercile_cuts(values: list[float]) -> list[float]:
+    """The 1/3 and 2/3 quantiles (np.quantile, linear) of the values: tercile thresholds."""
+    return [float(q) for q in np.quantile(np.asarray(values, dtype=float), [1 / 3, 2 / 3])]
+
+
+def tercile(value: float, cuts: list[float], labels: tuple[str, str, str] = STRATA_LABELS) -> str:
+    """low (<= first cut), mid (<= second cut) or high."""
+    return labels[0] if value <= cuts[0] else labels[1] if value <= cuts[1] else labels[2]
+
+
+@functools.lru_cache(maxsize=8)
+def item_rating_counts(data_dir: str) -> dict[str, int]:
+    """Ratings per item in the data folder's ratings file (the popularity of a query item)."""
+    root = Path(data_dir)
+    path = next((p for p in (root / "ratings.csv.gz", root / "ratings.csv") if p.exists()), root / "ratings.csv")
+    ratings = _read_table(path)
+    _require(ratings, ["item_id"], path)
+    return {str(k): int(v) for k, v in ratings["item_id"].astype(str).value_counts().items()}
+
+
+def history_item_counts(examples: list[Example]) -> dict[str, int]:
+    """Ratings per item counted from the members' histories (for data without a ratings file: the released format);
+    each (user, item) counts once however many groups show that user."""
+    seen: set[tuple[str, str]] = set()
+    for e in examples:
+        for u in e.data["users"]:
+            seen.update((u["user_id"], str(h["item_id"])) for h in u["history"])
+    return dict(Counter(i for _, i in seen))
+
+
+def add_strata(examples: list[Example], item_counts: dict[str, int], source: str) -> dict[str, Any]:
+    """Set meta 'popularity' (tercile of the query item's rating count) and 'history' (tercile of the members' mean
+    history length) on every example; returns the thresholds, so a reader can see where the terciles fall."""
+    if not examples:
+        return {}
+    pop = [float(item_counts.get(e.data["query_item"], 0)) for e in examples]
+    hist = [float(np.mean([u["history_len"] for u in e.data["users"]])) for e in examples]
+    pop_cuts, hist_cuts = tercile_cuts(pop), tercile_cuts(hist)
+    for e, p, h in zip(examples, pop, hist):
+        e.meta.update(query_ratings=int(p), popularity=tercile(p, pop_cuts),
+                      history_mean=round(h, 2), history=tercile(h, hist_cuts, HISTORY_LABELS))
+    return {"popularity": {"of": f"ratings of the query item ({source})", "cuts": pop_cuts,
+                           "labels": f"low <= {pop_cuts[0]:g} < mid <= {pop_cuts[1]:g} < high"},
+            "history": {"of": "mean number of prior ratings of the group's members", "cuts": hist_cuts,
+                        "labels": f"short <= {hist_cuts[0]:g} < mid <= {hist_cuts[1]:g} < long"},
+            "groups": len(examples)}

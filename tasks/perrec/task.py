@@ -10,9 +10,10 @@ from typing import Any, Iterable, Optional
 from recbench.metric_registry import MetricSpec, register
 from recbench.metrics import kendall_tau_ranks
 from recbench.schema import SampleRecord
+from recbench.stats.baselines import expected_ptc
 from recbench.task import Task
 from recbench.tasks.perrec.metrics import kendall_tau_legacy
-from recbench.tasks.perrec.data import load_examples, true_order
+from recbench.tasks.perrec.data import add_strata, history_item_counts, item_rating_counts, load_examples, true_order
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
                                            UserAverage)
 from recbench.types import Example, Outcome
@@ -47,13 +48,15 @@ class PerRecTask(Task):
 
     name = "perrec"
     methods = {m.name: m for m in (Pointwise, Pairwise, Listwise, RandomOrder, BM25History, UserAverage, ItemAverage)}
-    breakdown_by = ("difficulty",)
+    # difficulty first (the primary slice, and what run.limit_strategy=stratified balances); then the strata
+    breakdown_by = ("difficulty", "popularity", "history")
     headline_metric = "ptc"
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self._heldout: Optional[list[Example]] = None
         self._profiles: Optional[dict[str, str]] = None
+        self.strata: dict[str, Any] = {}
 
     @property
     def released(self) -> bool:
@@ -74,7 +77,12 @@ class PerRecTask(Task):
     def load(self) -> list[Example]:
         """Groups of the configured difficulties, in file order."""
         wanted = set(self.cfg.difficulties)
-        return [e for e in self._examples("test") if e.meta["difficulty"] in wanted]
+        test = self._examples("test")
+        if self.released:  # no ratings file: count each item's ratings in the members' histories
+            self.strata = add_strata(test, history_item_counts(test), "counted in the members' histories")
+        else:
+            self.strata = add_strata(test, item_rating_counts(str(self.cfg.data_dir)), "ratings file")
+        return [e for e in test if e.meta["difficulty"] in wanted]
 
     def heldout(self) -> list[Example]:
         """Held-out groups (disjoint query items) for few-shot demonstrations; [] when the data has none."""
@@ -118,13 +126,17 @@ class PerRecTask(Task):
 
     def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Rating MAE and RMSE over all users of the groups with a full rating prediction (group-size weighted)."""
+        records = list(records)
+        out: dict[str, Any] = {"random_expectation": {"ptc": expected_ptc()}}
+        if self.strata:
+            out["strata"] = self.strata
         rs = [r for r in records if not math.isnan(r.value("mae"))]
         if not rs:
-            return {}
+            return out
         n = sum(int(r.meta.get("group_size", 1)) for r in rs)
         mae = sum(r.value("mae") * int(r.meta.get("group_size", 1)) for r in rs) / n
         mse = sum(r.value("mse") * int(r.meta.get("group_size", 1)) for r in rs) / n
-        return {"rating_mae": mae, "rating_rmse": math.sqrt(mse), "rating_n": n, "rating_groups": len(rs)}
+        return {**out, "rating_mae": mae, "rating_rmse": math.sqrt(mse), "rating_n": n, "rating_groups": len(rs)}
 
     def identity(self) -> dict[str, Any]:
         """Task name, data folder and a hash of its groups file, and the settings that change prompts or scores."""
