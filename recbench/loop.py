@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tqdm.auto import tqdm
 
+from recbench.audit import audit_aggregates
 from recbench.backends.base import Backend
 from recbench.cache import KeyMaker, ResponseCache
 from recbench.metric_registry import find_spec, metric_spec
@@ -254,6 +255,7 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
     calls = [c for r in records for c in r.calls]
     metrics = block(records)
     extra = task.extra_aggregates(records)
+    extra.update(audit_aggregates(records, task.headline_metric))  # order audits, pairwise order consistency
     names = list(metrics) + [k for k, v in extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return {
         "headline_metric": task.headline_metric,
