@@ -14,6 +14,7 @@ from recbench.metric_registry import MetricSpec, register
 from recbench.parsing import parse_number
 from recbench.prompts import render
 from recbench.schema import SampleRecord
+from recbench.audit import audit_aggregates
 from recbench.stats.baselines import expected_hr_at_k, expected_ndcg_at_k
 from recbench.task import Task
 from recbench.tasks.llmrec import methods as m
@@ -364,6 +365,7 @@ class _RankTask(LLMRecTask):
         records = list(records)
         sizes = [len(self.by_id[r.id].data["candidates"]) for r in records if r.id in self.by_id]
         base: dict[str, Any] = {"strata": getattr(self, "strata", {})}
+        base.update(audit_aggregates(records, self.headline_metric))  # order audit (audit.orders=K)
         if sizes:
             rnd = {}
             for k in self.ks:

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Optional
 from recbench.metric_registry import MetricSpec, register
 from recbench.metrics import kendall_tau_ranks
 from recbench.schema import SampleRecord
+from recbench.audit import audit_aggregates
 from recbench.stats.baselines import expected_ptc
 from recbench.task import Task
 from recbench.tasks.perrec.metrics import kendall_tau_legacy
@@ -128,6 +129,7 @@ class PerRecTask(Task):
         """Rating MAE and RMSE over all users of the groups with a full rating prediction (group-size weighted)."""
         records = list(records)
         out: dict[str, Any] = {"random_expectation": {"ptc": expected_ptc()}}
+        out.update(audit_aggregates(records, self.headline_metric))  # order audit / pairwise order consistency
         if self.strata:
             out["strata"] = self.strata
         rs = [r for r in records if not math.isnan(r.value("mae"))]

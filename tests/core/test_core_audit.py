@@ -124,6 +124,10 @@ def test_order_0_is_the_normal_run(tmp_path):
         assert r["details"]["audit"]["orders"][0]["metrics"] == p["metrics"]
         assert "shown" not in p["details"]  # audit off: records as before
     assert m_audit["metrics"]["ptc"]["mean"] == pytest.approx(m_plain["metrics"]["ptc"]["mean"])
+    # metrics.json carries the audit block (via the task's extra aggregates); the plain run has none
+    block = m_audit["extra"]["order_audit"]
+    assert block["orders"] == 3 and block["per_order"][0] == pytest.approx(m_plain["metrics"]["ptc"]["mean"])
+    assert "order_audit" not in m_plain["extra"]
 
 
 def test_not_auditable_is_a_config_error(tmp_path):
