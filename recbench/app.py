@@ -96,37 +96,102 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     return result.to_dict()
 
 
+#: metrics kept in samples.jsonl but not shown in metric tables (bookkeeping, not a score)
+PSEUDO_METRICS = ("parsed",)
+
+#: what "repaired" means, under every terminal table
+REPAIRED_LEGEND = ("repaired = answers read after a fix-up by the method's parser (e.g. an echoed scale or extra text "
+                   "removed, a near-miss title matched); they count as parsed, failures as not")
+
+
+def fallback_note(metrics: dict[str, Any], name: str) -> str:
+    """' (3 of 3 fallback)' for a metric scored with the task's fallback value on failed answers, else ''."""
+    n_fb = (metrics.get("extra") or {}).get("n_fallback")
+    if not n_fb or name.endswith("_parsed") or name in PSEUDO_METRICS:
+        return ""
+    return f" ({int(n_fb)} of {metrics['counts']['examples']} fallback)"
+
+
+def _run_files(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(config.yaml, versions.json) of the run dir, or empty dicts where they cannot be read."""
+    import json
+
+    import yaml
+
+    d = Path(str(metrics.get("run_dir", "")))
+    try:
+        cfg = yaml.safe_load((d / "config.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        cfg = {}
+    try:
+        versions = json.loads((d / "versions.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        versions = {}
+    return cfg, versions
+
+
+def selection_line(metrics: dict[str, Any], cfg: dict[str, Any]) -> str:
+    """Which examples the run evaluated: all, or `limit` chosen by run.limit_strategy (stratified by which key)."""
+    limit = cfg.get("limit")
+    if limit is None:
+        return f"examples: all {metrics['counts']['examples']}"
+    strategy = (cfg.get("run") or {}).get("limit_strategy", "first")
+    how = {"first": "the first in file order", "random": f"at random (seed {cfg.get('seed', 0)})"}.get(strategy)
+    if how is None:
+        keys = list(metrics.get("breakdown") or {})
+        how = f"stratified by {keys[0]}" if keys else "stratified"
+        if keys:
+            sizes = ", ".join(f"{v}: {b.get('n', '?')}" for v, b in metrics["breakdown"][keys[0]].items())
+            how += f" ({sizes})"
+    return f"examples: limit={limit}, chosen {how} (run.limit_strategy={strategy})"
+
+
 def print_summary(metrics: dict[str, Any]) -> None:
     """A result table on the terminal: headline and other metrics with CI, counts, parse failures, cache use."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     c = metrics["counts"]
     inv = metrics["this_invocation"]
+    cfg, versions = _run_files(metrics)
     title = f"{metrics['task']['name']} | model={metrics['model']} | method={metrics['method']}"
     t = Table(title=title)
     for col in ("slice", "metric", "mean", "95% CI", "n"):
         t.add_column(col)
 
-    def rows(slice_name: str, block: dict[str, Any]) -> None:
+    def rows(slice_name: str, block: dict[str, Any], note: bool) -> None:
         for name, s in block.items():
+            if name in PSEUDO_METRICS:
+                continue
             mean = "—" if s["mean"] is None or s["mean"] != s["mean"] else f"{s['mean']:.4f}"
             ci = "—" if s["ci_low"] is None or s["ci_low"] != s["ci_low"] else f"[{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
-            t.add_row(slice_name, name, mean, ci, str(s["n"]))
+            t.add_row(slice_name, name, mean + (fallback_note(metrics, name) if note else ""), ci, str(s["n"]))
 
-    rows("all", metrics["metrics"])
+    rows("all", metrics["metrics"], True)
     for key, vals in metrics["breakdown"].items():
         for v, b in vals.items():
-            rows(f"{key}={v}", b["metrics"])
+            rows(f"{key}={v}", b["metrics"], False)
     con = Console(width=max(110, Console().width))
     con.print(t)
-    con.print(
+    identity = versions.get("backend_identity") or {}
+    calls = (f"answers read from file {inv['backend_calls']}" if identity.get("kind") == "predictions"
+             else f"backend calls {inv['backend_calls']}")
+    extra = metrics.get("extra") or {}
+    fb = ""
+    if extra.get("n_fallback"):
+        fb = (f"\nfallback: {extra['n_fallback']} of {c['examples']} failed answers scored as "
+              f"{extra.get('fallback_rating', 'the fallback value')} (metrics marked 'fallback'; *_parsed metrics "
+              "leave them out)")
+    con.print(escape(
+        f"{REPAIRED_LEGEND}{fb}\n"
         f"examples {c['examples']} | parsed {c['parsed']} | parse failures {c['parse_failed']} "
         f"({(c['parse_failure_rate'] or 0):.1%}) | repaired {c['parse_repaired']} | backend errors {c['backend_errors']}\n"
-        f"this run: backend calls {inv['backend_calls']} | cache hits {inv['cache_hits']} | "
+        f"{selection_line(metrics, cfg)}\n"
+        f"this run: {calls} | cache hits {inv['cache_hits']} | "
         f"skipped (already finished) {inv['examples_skipped']} | wall {inv['total_wall_time_s']:.1f}s\n"
         f"run dir: {metrics['run_dir']}"
-    )
+    ))
     if c.get("model_calls") and c.get("finish_length", 0) > 0.2 * c["model_calls"]:
         con.print(f"[yellow]warning: {c['finish_length']} of {c['model_calls']} answers "
                   f"({c['finish_length'] / c['model_calls']:.0%}) hit the token limit (finish_reason=length): "
@@ -202,6 +267,53 @@ def add_default_method(argv: list[str]) -> list[str]:
     return [*argv, f"method={default}"] if default else argv
 
 
+#: how bad each exit code is, for a sweep's one exit code (the worst job's): interrupted > cannot run > incomplete > ok
+SEVERITY = {EXIT_OK: 0, EXIT_INCOMPLETE: 1, EXIT_CANNOT_RUN: 2, EXIT_INTERRUPTED: 3}
+
+
+def worst_code(codes: list[int]) -> int:
+    """The exit code of the worst job (EXIT_OK for none)."""
+    return max(codes, key=lambda c: SEVERITY.get(c, 2), default=EXIT_OK)
+
+
+def write_job_failed(run_dir: str | Path, error: BaseException, code: int, overrides: list[str]) -> Path:
+    """job_failed.json in a sweep job's run dir: the error, the last lines of its traceback, the job's exit code."""
+    import json
+    import traceback
+
+    d = Path(run_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    tb = traceback.format_exception(type(error), error, error.__traceback__)
+    f = d / "job_failed.json"
+    f.write_text(json.dumps({"error": f"{type(error).__name__}: {error}", "exit_code": code, "overrides": overrides,
+                             "traceback_tail": "".join(tb)[-3000:]}, indent=2) + "\n", encoding="utf-8")
+    return f
+
+
+def failed_job_codes(sweep_dir: Optional[str | Path]) -> list[int]:
+    """Exit codes of a sweep's failed jobs, read from disk (a launcher may run jobs in other processes): one per
+    job_failed.json, EXIT_INCOMPLETE per metrics.json with complete=false."""
+    import json
+
+    if not sweep_dir or not Path(sweep_dir).is_dir():
+        return []
+    out = []
+    for f in Path(sweep_dir).rglob("job_failed.json"):
+        try:
+            out.append(int(json.loads(f.read_text(encoding="utf-8")).get("exit_code", EXIT_CANNOT_RUN)))
+        except (OSError, ValueError):
+            out.append(EXIT_CANNOT_RUN)
+    for f in Path(sweep_dir).rglob("metrics.json"):
+        if (f.parent / "job_failed.json").exists():  # counted above; its metrics.json holds what finished
+            continue
+        try:
+            if json.loads(f.read_text(encoding="utf-8")).get("complete") is False:
+                out.append(EXIT_INCOMPLETE)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def exit_code(metrics: dict[str, Any]) -> int:
     """0 when every example finished, EXIT_INCOMPLETE when some were abandoned after backend errors."""
     return EXIT_OK if metrics.get("complete") else EXIT_INCOMPLETE
@@ -227,11 +339,24 @@ def main() -> None:
         key = getattr(e, "full_key", None)
         print(f"recbench: config error: {key + ': ' if key else ''}{first}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_RUN)
+    from recbench.sweep_checks import check_sweep, is_multirun, sweep_message
+
+    if is_multirun(sys.argv[1:]):  # every combination composed and checked before the first job starts
+        bad, total = check_sweep(sys.argv[1:])
+        if bad:
+            print(f"recbench: config error: {sweep_message(bad, total)}", file=sys.stderr)
+            sys.exit(EXIT_CANNOT_RUN)
     codes: list[int] = []
 
     @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> Optional[float]:
-        run_dir = HydraConfig.get().runtime.output_dir
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        run_dir = hc.runtime.output_dir
+        in_sweep = hc.mode == RunMode.MULTIRUN
+        if in_sweep:
+            Path(run_dir, "job_failed.json").unlink(missing_ok=True)  # a stale one from an earlier attempt
         try:
             if cfg.mode != "run":  # mode=plan: count requests/tokens/cost, call no model
                 from recbench.plan import run_mode
@@ -244,12 +369,22 @@ def main() -> None:
             kind = "config error" if isinstance(e, ConfigError) else "error"
             print(f"recbench: {kind}: {e}", file=sys.stderr)
             codes.append(EXIT_CANNOT_RUN)
+            if in_sweep:  # the sweep goes on; the report lists the job and the exit code says it failed
+                write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
             return None
         except KeyboardInterrupt:
             print("recbench: interrupted; finished examples and paid answers are kept: rerun the same command "
                   "to go on", file=sys.stderr)
             codes.append(EXIT_INTERRUPTED)
             raise SystemExit(EXIT_INTERRUPTED) from None
+        except Exception as e:  # noqa: BLE001 - a bug or an unforeseen failure in one sweep job spares its siblings
+            if not in_sweep:
+                raise
+            f = write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
+            print(f"recbench: job failed: {type(e).__name__}: {e} (traceback in {f}); the sweep goes on",
+                  file=sys.stderr)
+            codes.append(EXIT_CANNOT_RUN)
+            return None
         print_summary(metrics)
         code = exit_code(metrics)
         codes.append(code)
@@ -261,4 +396,12 @@ def main() -> None:
         return metrics["metrics"].get(metrics["headline_metric"], {}).get("mean")
 
     _app()
-    sys.exit(max(codes, default=EXIT_OK))
+    from recbench.report.callback import last_sweep_dir
+
+    sweep_codes = failed_job_codes(last_sweep_dir()) if is_multirun(sys.argv[1:]) else []
+    code = worst_code(codes + sweep_codes)
+    if is_multirun(sys.argv[1:]) and code != EXIT_OK:
+        n_failed = max(sum(1 for c in codes if c != EXIT_OK), len(sweep_codes))
+        print(f"recbench: sweep finished with {n_failed} failed or incomplete job(s); see job_failed.json in their "
+              f"run dirs and the sweep report (exit {code})", file=sys.stderr)
+    sys.exit(code)

@@ -6,9 +6,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
+
+_LAST: dict[str, Path] = {}
+
+
+def last_sweep_dir() -> Path | None:
+    """The sweep dir of the multirun that ended last in this process (None before any)."""
+    return _LAST.get("sweep_dir")
 
 
 class ReportCallback(Callback):
@@ -20,13 +27,16 @@ class ReportCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Write the report; a failure is logged, never raised (the sweep's results are already on disk)."""
+        _LAST["sweep_dir"] = Path(str(config.hydra.sweep.dir))
         if not self.enabled:
             return
         from recbench.report.writer import write_report
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
-            written = write_report([sweep_dir], sweep_dir / self.out_subdir, title=self.title, formats=self.formats)
+            bound = float(OmegaConf.select(config, "report.max_parse_failure_rate", default=0.5))
+            written = write_report([sweep_dir], sweep_dir / self.out_subdir, title=self.title, formats=self.formats,
+                                   max_parse_failure_rate=bound)
         except Exception as e:  # noqa: BLE001 - reporting must not turn a finished sweep into a failure
             log.error("sweep report failed: %s (rerun: python -m recbench.report %s)", e, sweep_dir)
             return
