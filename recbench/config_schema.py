@@ -37,7 +37,9 @@ class RunConf:
     """How the loop runs and aggregates."""
 
     chunk_size: Optional[int] = None  # examples in progress at once (null = all)
-    limit_strategy: str = "first"  # which `limit` examples: first | stratified (by the task's first breakdown) | random
+    # which `limit` examples: stratified (round-robin over the task's first breakdown key, so limit=12 over three
+    # difficulty levels runs 4 of each) | first (file order) | random (seeded)
+    limit_strategy: str = "stratified"
     store_prompts: bool = True
     progress: bool = True
     bootstrap_resamples: int = 1000
@@ -52,6 +54,13 @@ class PlanConf:
     sd: float = 1.0  # sd of paired per-unit differences when no earlier run of the task gives one
     power: float = 0.8
     alpha: float = 0.05
+
+
+@dataclass
+class ReportConf:
+    """What a report counts: runs with this share of parse failures or more are never a summary's "best method"."""
+
+    max_parse_failure_rate: float = 0.5
 
 
 @dataclass
@@ -75,6 +84,7 @@ class RecbenchConfig:
     cache: CacheConf = field(default_factory=CacheConf)
     run: RunConf = field(default_factory=RunConf)
     plan: PlanConf = field(default_factory=PlanConf)
+    report: ReportConf = field(default_factory=ReportConf)
     audit: AuditConf = field(default_factory=AuditConf)
 
 
@@ -102,6 +112,10 @@ def validate(cfg: DictConfig) -> None:
     _check(r.limit_strategy in ("first", "stratified", "random"), "run.limit_strategy", r.limit_strategy,
            "one of first, stratified, random")
     _check(cfg.limit is None or int(cfg.limit) >= 1, "limit", cfg.limit, ">= 1, or null for all examples")
+    rep = cfg.get("report") or {}
+    if rep.get("max_parse_failure_rate") is not None:
+        _check(0 < float(rep.max_parse_failure_rate) <= 1, "report.max_parse_failure_rate",
+               rep.max_parse_failure_rate, "in (0, 1] (a run counts as best only below this parse-failure share)")
     _check(float(cfg.plan.sd) > 0, "plan.sd", cfg.plan.sd, "> 0")
     _check(0 < float(cfg.plan.power) < 1, "plan.power", cfg.plan.power, "in (0, 1)")
     _check(0 < float(cfg.plan.alpha) < 1, "plan.alpha", cfg.plan.alpha, "in (0, 1)")

@@ -18,11 +18,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--title", default="recbench report")
     ap.add_argument("--formats", default="md,csv,html", help="comma-separated subset of md,csv,html")
     ap.add_argument("--layouts", help="a layouts YAML replacing conf/report/layouts.yaml")
+    ap.add_argument("--max-parse-failure-rate", type=float, default=0.5, metavar="R",
+                    help="a run counts as a summary's best method only with a parse-failure share under R "
+                         "(default 0.5, as report.max_parse_failure_rate; 1 counts every run)")
     a = ap.parse_args(argv)
+    if not 0 < a.max_parse_failure_rate <= 1:
+        print(f"recbench.report: --max-parse-failure-rate={a.max_parse_failure_rate}: must be in (0, 1]", file=sys.stderr)
+        return 2
     out = Path(a.out) if a.out else Path(a.dirs[0]) / "report"
     try:
         written = write_report(a.dirs, out, title=a.title, formats=a.formats.split(","),
-                               layouts=Layouts.load(a.layouts) if a.layouts else None)
+                               layouts=Layouts.load(a.layouts) if a.layouts else None,
+                               max_parse_failure_rate=a.max_parse_failure_rate)
     except (FileNotFoundError, SchemaError) as e:
         print(f"recbench.report: {e}", file=sys.stderr)
         return 2

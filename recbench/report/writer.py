@@ -11,9 +11,10 @@ from typing import Iterable, Optional
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs
+from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs, variant_labels
 from recbench.report.layouts import Layouts
 from recbench.report.plots import Plot, all_plots, row_label
+from recbench.report.results import JOB_FAILED, build_results, failed_jobs, write_results
 from recbench.report.significance import Significance, significance
 from recbench.report.tables import ReportView, Table, all_tables
 
@@ -42,6 +43,7 @@ class Report:
     sections: list[Section]
     sources: list[str]
     significance: Significance = field(default_factory=Significance)
+    failed: list = field(default_factory=list)  # FailedJob: sweep jobs that stopped at run time
 
 
 def headline_metrics(runs: list[Run]) -> dict[str, str]:
@@ -49,14 +51,18 @@ def headline_metrics(runs: list[Run]) -> dict[str, str]:
     return {r.task: r.result.headline_metric for r in runs}
 
 
-def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None) -> Report:
-    """Collect runs under the paths into tables and plots."""
+def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None,
+                 max_parse_failure_rate: float = 0.5) -> Report:
+    """Collect runs under the paths into tables and plots; runs with max_parse_failure_rate or more parse failures
+    are never a summary's best method."""
     paths = [str(p) for p in paths]
     layouts = layouts or Layouts.load()
-    runs = load_runs(paths, layouts)
+    # a sweep job that failed at run time may leave a partial metrics.json: it is listed as failed, not as a run
+    runs = [r for r in load_runs(paths, layouts) if not (r.dir / JOB_FAILED).exists()]
     cells = cells_table(runs)
     agg = aggregate_seeds(cells)
-    view = ReportView(layouts, headline_metrics(runs), {r.task: r.task_class for r in runs})
+    view = ReportView(layouts, headline_metrics(runs), {r.task: r.task_class for r in runs},
+                      max_parse_failure_rate=max_parse_failure_rate)
     tables = all_tables(agg, view) if runs else []
     plots = all_plots(agg, view)
     sections = [Section("summary", "Cross-benchmark summary", [t for t in tables if t.section == "summary"])]
@@ -69,10 +75,14 @@ def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None)
     if pf:
         sections.append(Section("parse-failures", "Parse failures", [], pf))
     by_dir = {str(r.dir.resolve()): row_label({"model": r.model, "method": r.method, "variant": ""}) for r in runs}
-    sig = significance(runs, tables, view, by_dir)
+    try:
+        sig = significance(runs, tables, view, by_dir)
+    except ValueError as e:  # a statistics failure must not cost the tables (e.g. scipy on a 1-unit slice)
+        log.warning("report: paired comparisons left out: %s", e)
+        sig = Significance()
     if sig.tables:
         sections.append(Section("comparisons", "Paired comparisons", sig.tables, sig.plots))
-    return Report(runs, cells, agg, tables, plots, sections, paths, sig)
+    return Report(runs, cells, agg, tables, plots, sections, paths, sig, failed_jobs(paths))
 
 
 # ---- renderers ------------------------------------------------------------------------------------
@@ -92,8 +102,10 @@ def table_markdown(t: Table) -> str:
                 out.append("—")
                 continue
             v = f"**{c.text}**" if c.mark == "best" else f"*{c.text}*" if c.mark == "second" else c.text
-            v += (f"<sup>{c.letters}</sup>" if c.letters else "") + c.ref_mark
-            extra = " ".join(x for x in (c.ci_text, f"({c.count_text})" if c.count_text else "") if x)
+            v += (f"<sup>{c.letters}</sup>" if c.letters else "") + c.ref_mark + (" (tie)" if c.tie else "")
+            extra = " ".join(x for x in (c.ci_text, f"({c.count_text})" if c.count_text else "",
+                                         f"· {c.chosen}" if c.chosen else (f"· {c.note}" if c.shown and c.note else ""))
+                             if x)
             out.append(_md_escape(f"{v} {extra}".strip()))
         lines.append("| " + " | ".join(map(_md_escape, labels)) + " | " + " | ".join(out) + " |")
     lines += ["", f"_{t.caption}_", ""]
@@ -104,6 +116,9 @@ def render_markdown(rep: Report) -> str:
     """The whole report as Markdown (plots are in the HTML page)."""
     parts = ["# recbench report", "", f"{len(rep.runs)} runs from {', '.join(rep.sources)}. "
              "Missing cells: —. Plots: report.html.", ""]
+    if rep.failed:
+        parts += [f"## Failed jobs ({len(rep.failed)})", ""]
+        parts += [f"- `{f.run_dir}` (exit {f.exit_code}): {_md_escape(f.error)}" for f in rep.failed] + [""]
     for s in rep.sections:
         if s.tables:
             parts.append(f"## {s.title}\n")
@@ -120,13 +135,15 @@ def render_html(rep: Report, title: str = "recbench report") -> str:
         version = "?"
     return env.get_template("report.html.j2").render(
         title=title, sections=rep.sections, sources=rep.sources, n_runs=len(rep.runs), version=version,
-        generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"), runs=[str(r.dir) for r in rep.runs])
+        generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"), runs=[str(r.dir) for r in rep.runs],
+        failed=rep.failed)
 
 
 def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str = "recbench report",
-                 formats: Iterable[str] = ("md", "csv", "html"), layouts: Optional[Layouts] = None) -> dict[str, Path]:
+                 formats: Iterable[str] = ("md", "csv", "html"), layouts: Optional[Layouts] = None,
+                 max_parse_failure_rate: float = 0.5) -> dict[str, Path]:
     """Build the report for the given run/sweep dirs and write report.{md,html}, cells.csv, tables.csv into out_dir."""
-    rep = build_report(paths, layouts)
+    rep = build_report(paths, layouts, max_parse_failure_rate)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -159,6 +176,8 @@ def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str
         if sig.letters:
             written["letters_csv"] = out / "significance_groups.csv"
             pd.DataFrame(sig.letters).to_csv(written["letters_csv"], index=False)
+    written["results"] = write_results(build_results(rep.runs, variant_labels(rep.runs), rep.failed),
+                                       out / "results.json")
     if "html" in formats:
         written["html"] = out / "report.html"
         written["html"].write_text(render_html(rep, title), encoding="utf-8")

@@ -1,0 +1,110 @@
+"""results.json beside a sweep report: every run's metrics (and every failed job) in one typed file a script can load."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+#: version of the results.json layout (bump on incompatible changes)
+RESULTS_SCHEMA_VERSION = 1
+#: file a sweep job that failed at run time leaves in its run dir (written by recbench.app)
+JOB_FAILED = "job_failed.json"
+
+
+@dataclass
+class MetricValue:
+    """One overall metric of a run: mean and its CI (None where undefined), n examples behind it."""
+
+    mean: Optional[float]
+    ci_low: Optional[float]
+    ci_high: Optional[float]
+    n: int
+
+
+@dataclass
+class RunEntry:
+    """One run: identity, completeness, counts (metrics.json's) and overall metrics."""
+
+    run_dir: str
+    task: str
+    model: str
+    method: str
+    variant: str
+    seed: Any
+    complete: bool
+    counts: dict[str, Any]
+    metrics: dict[str, MetricValue]
+
+
+@dataclass
+class FailedJob:
+    """A sweep job that stopped at run time: its run dir and the error it left in job_failed.json."""
+
+    run_dir: str
+    error: str
+    exit_code: int
+    overrides: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Results:
+    """The whole results.json."""
+
+    schema_version: int
+    runs: list[RunEntry]
+    failed_jobs: list[FailedJob] = field(default_factory=list)
+
+
+def _num(v: Any) -> Optional[float]:
+    if v is None:
+        return None
+    v = float(v)
+    return None if math.isnan(v) else v
+
+
+def run_entry(run: Any, variant: str = "") -> RunEntry:
+    """A RunEntry from a report's Run (recbench.report.collect.Run)."""
+    res = run.result
+    metrics = {name: MetricValue(_num(s.mean), _num(s.ci_low), _num(s.ci_high), int(s.n or 0))
+               for name, s in res.metrics.items()}
+    return RunEntry(run_dir=str(run.dir), task=run.task, model=run.model, method=run.method, variant=variant,
+                    seed=run.seed, complete=bool(res.complete), counts=asdict(res.counts), metrics=metrics)
+
+
+def failed_jobs(paths: Iterable[str | Path]) -> list[FailedJob]:
+    """Every job_failed.json under the given dirs."""
+    out = []
+    for p in paths:
+        for f in sorted(Path(p).rglob(JOB_FAILED)):
+            try:
+                d = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                d = {"error": f"unreadable {f}"}
+            out.append(FailedJob(run_dir=str(f.parent), error=str(d.get("error", "?")),
+                                 exit_code=int(d.get("exit_code", 2)), overrides=list(d.get("overrides") or [])))
+    return out
+
+
+def build_results(runs: list[Any], labels: dict[int, str], failed: list[FailedJob]) -> Results:
+    """Results of the report's runs (labels: id(run) -> variant label) and the failed jobs."""
+    return Results(RESULTS_SCHEMA_VERSION, [run_entry(r, labels.get(id(r), "")) for r in runs], failed)
+
+
+def write_results(results: Results, path: str | Path) -> Path:
+    """Write results.json (NaN never appears: undefined values are null)."""
+    path = Path(path)
+    path.write_text(json.dumps(asdict(results), indent=2, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def load_results(path: str | Path) -> Results:
+    """Read a results.json back into typed objects; an unknown schema_version is a one-line error naming the file."""
+    path = Path(path)
+    d = json.loads(path.read_text(encoding="utf-8"))
+    if d.get("schema_version") != RESULTS_SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {d.get('schema_version')!r} is not {RESULTS_SCHEMA_VERSION}. "
+                         "Fix: regenerate it with python -m recbench.report <sweep dir>")
+    runs = [RunEntry(**{**r, "metrics": {k: MetricValue(**m) for k, m in r["metrics"].items()}}) for r in d["runs"]]
+    return Results(d["schema_version"], runs, [FailedJob(**f) for f in d.get("failed_jobs") or []])
