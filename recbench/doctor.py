@@ -142,7 +142,7 @@ def check_shared_data() -> Check:
         return Check("research data", "warn",
                      f"{where}: missing {', '.join(absent)}" + (f"; present {', '.join(present)}" if present else "")
                      + f" (only task={','.join(tasks)} need them)",
-                     f"export {SHARED_ENV}=/path/to/data (see docs/perrec.md, docs/llmrec.md)", required=False)
+                     f"export {SHARED_ENV}=/path/to/data (the benchmark pages in docs/ say which files each test uses)", required=False)
     return Check("research data", "ok", f"{where}: {', '.join(present)}", required=False)
 
 

@@ -75,6 +75,8 @@ def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> Te
     d = d[d != 0]
     if len(d) == 0:
         return TestResult("permutation", 1.0, note="all differences are 0")
+    if len(d) == 1:  # the two sign flips give +d and -d, both as extreme as observed (scipy needs 2+ units)
+        return TestResult("permutation", 1.0, note="exact (one non-zero difference)")
     fixed = n_resamples is not None
     n_res = int(n_resamples) if fixed else FIRST_RESAMPLES
     exact = 2 ** min(len(d), 64) <= n_res

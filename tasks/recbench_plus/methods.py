@@ -14,6 +14,7 @@ class AssistantMethod(Method):
     """One chat request: system prompt + query (+ history); the raw answer is the prediction, scored as released."""
 
     name = "assistant"
+    single_round = True  # one round of requests whatever the answers
 
     def request_sampling(self) -> SamplingParams:
         """Explicit decoding parameters: the run's `sampling` block with this method's max_tokens."""

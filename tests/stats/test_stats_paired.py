@@ -57,6 +57,13 @@ def test_sign_flip_is_exact_for_small_n_and_matches_enumeration_and_scipy():
     assert res.p_value == pytest.approx(ref.pvalue, abs=1e-12)
 
 
+def test_sign_flip_of_one_unit_is_the_exact_p_of_one():
+    """One non-zero difference: +d and -d are equally extreme, p = 1 by enumeration (scipy refuses n=1; a report
+    slice with one group must not crash on it)."""
+    res = sign_flip_test([3.0, 1.0], [1.0, 1.0])
+    assert res.p_value == _exact_sign_flip(np.array([2.0])) == 1.0
+
+
 def test_sign_flip_monte_carlo_is_within_its_error_of_the_exact_p_and_refines_to_3_decimals():
     rng = np.random.default_rng(7)
     d = rng.normal(0.7, 1.0, 20)  # 2^20 sign vectors: exact by enumeration, Monte Carlo in the function

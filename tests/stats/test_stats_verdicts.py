@@ -154,7 +154,12 @@ def test_real_verdict_bm25_beats_random_and_random_seeds_do_not_differ(tmp_path)
         assert {"run_a", "run_b", "metric", "slice", "n", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "test",
                 "p_value", "p_adjusted", "significant"} <= set(r)
     by = {(r["run_a"], r["run_b"], r["metric"], r["slice"]): r for r in recs}
-    assert len(by) == len(recs) == 3 * 2 * 4  # 3 pairs x (ptc, ptc_parsed) x (all + 3 difficulties)
+    # 3 pairs x (ptc, ptc_parsed) x (all + 3 difficulties + 2 popularity terciles (the middle one is empty on the
+    # bundled sample: 109 of 120 query items have 12 ratings) + 3 history terciles)
+    assert len(by) == len(recs) == 3 * 2 * 9
+    assert {r["slice"] for r in recs} == {"all", "difficulty=easy", "difficulty=medium", "difficulty=hard",
+                                          "popularity=low", "popularity=high", "history=short", "history=mid",
+                                          "history=long"}
     for rb in ("random/seed=0", "random/seed=1"):
         v = by[("bm25_history/default", rb, "ptc", "all")]
         assert v["significant"] and v["p_adjusted"] < 0.05 and v["ci_low"] > 0 and v["n"] == 120

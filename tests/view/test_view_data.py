@@ -21,7 +21,8 @@ def test_model_free_run_lists_every_sample_without_calls(model_free_run):
     assert len(data["rows"]) == len(samples) == 60 and data["n_errors"] == 0
     assert [r["id"] for r in data["rows"]] == [s["id"] for s in samples]
     assert all(r["calls"] == [] for r in data["rows"]) and data["prompts"] == {}
-    assert data["slices"] == {"difficulty": ["easy", "hard"]}  # the task's breakdown key, from metrics.json
+    # the task's breakdown keys, from metrics.json: difficulty, then the popularity and history strata
+    assert data["slices"]["difficulty"] == ["easy", "hard"] and list(data["slices"]) == ["difficulty", "popularity", "history"]
     assert data["rows"][0]["metrics"] == samples[0]["metrics"]
 
 
