@@ -4,6 +4,7 @@ The app, plan mode and compare all construct through here; nothing here runs or 
 """
 from __future__ import annotations
 
+import os
 from importlib import resources
 from typing import Any, Optional
 
@@ -54,7 +55,17 @@ def build_backend(model_cfg: DictConfig) -> Backend:
     if model_cfg.get("backend") is None:
         raise ConfigError(f"model '{model_cfg.name}' has no backend, but the method needs a model. "
                           "Pick a model with model=<name> (e.g. model=smollm2)")
-    return instantiate(model_cfg.backend, _convert_="all")
+    from hydra.errors import InstantiationException
+
+    try:
+        return instantiate(model_cfg.backend, _convert_="all")
+    except InstantiationException as e:  # one line naming the backend and the cause (a key, a file, a package)
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        cause = e.__cause__ or e
+        text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        raise ConfigError(f"model '{model_cfg.get('name')}' (model.backend, {model_cfg.backend.get('_target_')}): "
+                          f"{text}") from None
 
 
 class LazyBackend:

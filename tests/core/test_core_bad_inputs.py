@@ -63,6 +63,15 @@ def test_bad_config_is_one_line(tmp_path, case):
     assert needle in _one_clean_line(p)
 
 
+def test_missing_api_key_is_one_line_naming_the_variable(tmp_path, monkeypatch):
+    """A backend that cannot be set up (here: no API key) gives the one-line style, no Hydra wrapper, exit 2."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    p = _cli(tmp_path, "model=gpt4o", "method=listwise", "limit=2", "run.progress=false")
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    line = _one_clean_line(p)
+    assert "OPENAI_API_KEY" in line and "model.backend" in line and "Error executing job" not in p.stderr
+
+
 def _data_copy(tmp: Path) -> Path:
     d = tmp / "data"
     shutil.copytree(bundled_data("perrec_sample"), d)
