@@ -24,7 +24,7 @@ def test_report_renders_in_chromium_with_cells_equal_to_metrics_json(tmp_path):
     diffs = "task.difficulties=[easy,hard]"
     _run(tmp_path, "runs/listwise", ["method=listwise", diffs, "limit=60"], ScriptedBackend(listwise_answer))
     # a second model that answered nothing parseable, on 6 easy groups only
-    _run(tmp_path, "runs/broken", ["model=gpt4o", "method=listwise", diffs, "limit=6"],
+    _run(tmp_path, "runs/broken", ["model=gpt4o", "method=listwise", "task.difficulties=[easy]", "limit=6"],
          ScriptedBackend(lambda r: "no idea"))
     for seed in (0, 1):
         _run(tmp_path, f"runs/random{seed}", ["method=random", diffs, f"seed={seed}", "limit=60"])
