@@ -9,8 +9,12 @@ from typing import Any, Iterable, Mapping, Optional
 
 import yaml
 
-#: keys every published file needs
-REQUIRED = ("benchmark", "metric", "slice", "applies_to", "source", "models")
+#: keys every published file needs (plus `metric`, one metric for every cell, or `metrics`, a list: then each
+#: slice value maps metric names to numbers)
+REQUIRED = ("benchmark", "slice", "applies_to", "source", "models")
+
+#: keys of a model entry that are not methods
+_NOT_METHODS = ("paper_name", "average", "note")
 
 
 @dataclass(frozen=True)
@@ -39,25 +43,40 @@ def load_file(path: str | Path) -> list[PublishedCell]:
     """Every cell of one published-number YAML file; a malformed file is a one-line error naming file and field."""
     path = Path(path)
     d = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    for k in REQUIRED:
-        if k not in d:
+    for k in REQUIRED[:1] + ("metric",) + REQUIRED[1:]:
+        if k not in d and not (k == "metric" and "metrics" in d):
             raise ValueError(f"{path}: missing field '{k}'. Fix: add it (see the other files in data/published/)")
+    metrics = [str(m) for m in d["metrics"]] if "metrics" in d else None
     cells = []
+
+    def add(model: str, entry: Mapping, method: str, value: Any, metric: str, num: Any, where: str) -> None:
+        if not isinstance(num, (int, float)) or isinstance(num, bool):
+            raise ValueError(f"{path}: {where} is {num!r}, not a number. "
+                             "Fix: give the published value, or leave the cell out")
+        cells.append(PublishedCell(
+            benchmark=str(d["benchmark"]), applies_to=tuple(d["applies_to"]), model=str(model),
+            paper_name=str(entry.get("paper_name", model)), method=str(method), slice=str(d["slice"]),
+            value=str(value), metric=metric, published=float(num), rounding=float(d.get("rounding", 0.0)),
+            source=str(entry.get("source", d["source"]))))
+
     for model, entry in (d["models"] or {}).items():
         for method, by_value in entry.items():
-            if method in ("paper_name", "average", "note"):
+            if method in _NOT_METHODS or method == "source":
                 continue
             if not isinstance(by_value, Mapping):
                 raise ValueError(f"{path}: models.{model}.{method} must map {d['slice']} values to numbers")
             for value, num in by_value.items():
-                if not isinstance(num, (int, float)):
-                    raise ValueError(f"{path}: models.{model}.{method}.{value} is {num!r}, not a number. "
-                                     "Fix: give the published value, or leave the cell out")
-                cells.append(PublishedCell(
-                    benchmark=str(d["benchmark"]), applies_to=tuple(d["applies_to"]), model=str(model),
-                    paper_name=str(entry.get("paper_name", model)), method=str(method), slice=str(d["slice"]),
-                    value=str(value), metric=str(d["metric"]), published=float(num),
-                    rounding=float(d.get("rounding", 0.0)), source=str(d["source"])))
+                where = f"models.{model}.{method}.{value}"
+                if metrics is None:
+                    add(model, entry, method, value, str(d["metric"]), num, where)
+                    continue
+                if not isinstance(num, Mapping):
+                    raise ValueError(f"{path}: {where} must map metric names ({', '.join(metrics)}) to numbers")
+                for metric, x in num.items():
+                    if str(metric) not in metrics:
+                        raise ValueError(f"{path}: {where}.{metric} is not one of the file's metrics "
+                                         f"({', '.join(metrics)}). Fix: add it to `metrics` or rename it")
+                    add(model, entry, method, value, str(metric), x, f"{where}.{metric}")
     return cells
 
 
@@ -65,6 +84,11 @@ def load_published(folder: Optional[str | Path] = None) -> list[PublishedCell]:
     """All published cells of every *.yaml in the folder (default: the bundled data/published)."""
     folder = Path(folder) if folder else published_dir()
     return [c for p in sorted(folder.glob("*.yaml")) for c in load_file(p)]
+
+
+def load_benchmark(benchmark: str, folder: Optional[str | Path] = None) -> list[PublishedCell]:
+    """The published cells of one benchmark id (the `benchmark:` field of the files in the folder)."""
+    return [c for c in load_published(folder) if c.benchmark == benchmark]
 
 
 def _get(cell: Any, key: str, default: Any = None) -> Any:
