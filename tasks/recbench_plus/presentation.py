@@ -1,8 +1,19 @@
-"""RecBench+ in reports: recall / precision / CMR / FTR by query type, with and without history."""
+"""RecBench+ in reports: recall / precision / CMR / FTR by query type, with and without history, and the
+published reference rows."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+
 from recbench.report.collect import OVERALL
-from recbench.report.tables import Index, ReportView, Table, _header, _row_order, cell_from, mark_best
+from recbench.report.tables import (Cell, Index, ReportView, Table, _header, _row_order, _run_config, cell_from,
+                                    mark_best)
+
+#: marks a measured cell whose published value lies outside its 95% CI
+OUTSIDE_MARK = "‡"
 
 LAYOUT = {"slice": "query_type", "slice_values": ["explicit", "implicit", "misinformed", "interest", "demographics"],
           "metrics": ["recall", "precision", "cmr", "ftr"],
@@ -25,6 +36,7 @@ def recbench_plus_tables(idx: Index, view: ReportView, benchmark: str) -> list[T
                                                 ((df["slice"] == "all") & (t == "all")))].empty]
     hist = lay.get("history", {})
     rows = []
+    row_keys: list[tuple[str, str, str, str]] = []
     multi_task = len(set(df["task"])) > 1
     for task in sorted(set(df["task"])):
         sub = df[df["task"] == task]
@@ -35,6 +47,7 @@ def recbench_plus_tables(idx: Index, view: ReportView, benchmark: str) -> list[T
                              for t, m in columns]
                     label = [model, hist.get(method, method) + (f" [{var}]" if var else "")] + ([task] if multi_task else [])
                     rows.append((label, cells))
+                    row_keys.append((task, model, method, var))
     t = Table(id="recbench-plus", title="RecBench+: by query type",
               caption="recall / precision (official fuzzy title matching), CMR (condition match rate) and FTR "
                       "(answers not following the list format; lower is better) per query type; "
@@ -42,4 +55,73 @@ def recbench_plus_tables(idx: Index, view: ReportView, benchmark: str) -> list[T
               row_header=["model", "history"] + (["task"] if multi_task else []), header=_header(columns),
               columns=columns, rows=rows)
     mark_best(t, view)
+    flagged = add_published_rows(t, row_keys, df, benchmark, sl)
+    if flagged is not None:
+        t.caption += (f" Rows '(published)': the numbers published for the same model, method and data (released "
+                      f"query files of the same domain; sources in data/published/{benchmark}.yaml and each cell's "
+                      f"tooltip); {OUTSIDE_MARK} = the published value lies outside the measured 95% CI "
+                      f"({flagged} cell(s)).")
     return [t]
+
+
+def _domain(cfg: dict[str, Any]) -> Optional[str]:
+    """The domain of a released-files run: task.data.domain, else from the file names (book* = book), as the loader
+    decides it."""
+    data = (cfg.get("task") or {}).get("data") or {}
+    if data.get("domain"):
+        return str(data["domain"])
+    paths = data.get("path")
+    paths = [paths] if isinstance(paths, str) else list(paths or [])
+    doms = {"book" if Path(str(x)).name.lower().startswith("book") else "movie" for x in paths}
+    return doms.pop() if len(doms) == 1 else None
+
+
+def published_task(df: pd.DataFrame) -> str:
+    """The name published numbers know the rows of df by: 'released:<domain>' for runs of the released query files
+    (task.data.kind=released) of one domain with the whole answer list scored (method.k=0), 'released:<domain>:k=K'
+    with a cut-off K, else the task name."""
+    dirs = {s["run_dir"] for src in df["sources"] for s in json.loads(src) if " " not in s["run_dir"]}
+    names = set()
+    for d in dirs:
+        cfg = _run_config(d)
+        kind = ((cfg.get("task") or {}).get("data") or {}).get("kind")
+        dom, k = _domain(cfg), int((cfg.get("method") or {}).get("k") or 0)
+        names.add(f"released:{dom}" + (f":k={k}" if k else "") if kind == "released" and dom else None)
+    return names.pop() if len(names) == 1 and None not in names else str(df["task"].iloc[0])
+
+
+def add_published_rows(t: Table, row_keys: list[tuple[str, str, str, str]], df: pd.DataFrame, benchmark: str,
+                       sl: str) -> Optional[int]:
+    """Insert a '<model> (published)' row under each measured row a published number applies to (recbench.published,
+    the benchmark's files) and mark each measured cell whose published value lies outside its 95% CI. Returns how
+    many cells were flagged, or None when no row applies."""
+    from recbench.published import compare, load_benchmark
+
+    published = load_benchmark(benchmark)
+    if not published:
+        return None
+    flagged, any_row, out = 0, False, []
+    for (labels, cells), (task, model, method, var) in zip(t.rows, row_keys):
+        out.append((labels, cells))
+        sub = df[(df["task"] == task) & (df["model"] == model) & (df["method"] == method) & (df["variant"] == var)]
+        name = published_task(sub)
+        measured = [{**r, "task": name, "value": r["value"] if r["slice"] == sl else "all"}
+                    for r in sub.to_dict("records") if r["slice"] in (sl, OVERALL[0])]
+        by = {(r["value"], r["metric"]): r for r in compare(measured, published) if r["method"] == method}
+        if not by:
+            continue
+        any_row = True
+        pcells = []
+        for (qtype, metric), c in zip(t.columns, cells):
+            r = by.get((qtype, metric))
+            if r is None:
+                pcells.append(Cell(metric=metric))
+                continue
+            pcells.append(Cell(metric=metric, mean=r["published"], note=f"published: {r['paper_name']}, {r['source']}"))
+            if r["outside_ci"] and not c.missing:
+                c.ref_mark += OUTSIDE_MARK
+                c.note = (c.note + "; " if c.note else "") + f"published {r['published']:.4g} is outside this 95% CI"
+                flagged += 1
+        out.append(([f"{labels[0]} (published)"] + labels[1:], pcells))
+    t.rows = out
+    return flagged if any_row else None
