@@ -1,15 +1,19 @@
-"""Structured configs (typed, with their defaults) for the core groups: run, cache, sampling, and the top level.
+"""Structured configs (typed, with their defaults) for the core groups: run, cache, sampling, the top level, and
+the keys every model backend shares.
 
 conf/config.yaml starts from `RecbenchConfig` (registered as `recbench_schema`), so a wrong type fails at compose
-time and each default lives here once. Task, model and method keys stay free-form YAML in their groups; value
-ranges that types cannot say (temperature >= 0, sizes >= 1) are checked by `validate`.
+time and each default lives here once. Each conf/model/*.yaml starts its `backend` node from one of the backend
+schemas (`- /schema/backend@backend: openai` in its defaults list): the shared keys (name, batch_size, quirks, and
+an API backend's concurrency, timeouts and retries) are typed, backend-specific keys stay free-form. Task and method
+keys stay YAML in their groups; value ranges that types cannot say (temperature >= 0, sizes >= 1) are checked by
+`validate`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, List, Optional
 
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from recbench.registry import ConfigError
 
@@ -88,11 +92,75 @@ class RecbenchConfig:
     audit: AuditConf = field(default_factory=AuditConf)
 
 
+# ---- model.backend: the typed base every backend shares; each default equals the backend constructor's own ----
+@dataclass
+class BackendConf:
+    """Keys of every backend (model.backend); a backend's own keys are free-form additions to this node."""
+
+    _target_: str = MISSING
+    name: Optional[str] = None  # shown in records and the cache identity
+    batch_size: Optional[int] = None  # requests handed to the backend at once
+
+
+@dataclass
+class ModelBackendConf(BackendConf):
+    """Keys of every backend that serves a model (hf, vllm, openai)."""
+
+    model: str = ""
+    revision: Optional[str] = None
+    quirks: Optional[List[str]] = None  # chat-template quirks (recbench/backends/quirks.py)
+
+
+@dataclass
+class HFBackendConf(ModelBackendConf):
+    """transformers in-process (recbench.backends.hf.HFBackend)."""
+
+    batch_size: Optional[int] = 16
+
+
+@dataclass
+class VLLMBackendConf(ModelBackendConf):
+    """The vLLM offline engine (recbench.backends.vllm.VLLMBackend)."""
+
+    batch_size: Optional[int] = 1024
+
+
+@dataclass
+class OpenAIBackendConf(ModelBackendConf):
+    """Any OpenAI-compatible server (recbench.backends.openai.OpenAIBackend): concurrency, timeouts, retries."""
+
+    concurrency: int = 8  # requests in flight
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 20.0
+    backoff_jitter: float = 0.5
+    max_retry_after_s: float = 60.0
+    # stop with one clear error after this many connection failures in a row (server down)
+    max_consecutive_failures: int = 5
+    seed_param: bool = True
+
+
+@dataclass
+class PredictionsBackendConf(BackendConf):
+    """Recorded answers replayed from a file (recbench.backends.predictions.PredictionsBackend)."""
+
+    batch_size: Optional[int] = 256
+
+
+#: conf/model/*.yaml name these as `- /schema/backend@backend: <name>`
+BACKEND_SCHEMAS = {"hf": HFBackendConf, "vllm": VLLMBackendConf, "openai": OpenAIBackendConf,
+                   "predictions": PredictionsBackendConf}
+
+
 def register_configs() -> None:
-    """Register the schema in Hydra's ConfigStore (idempotent)."""
+    """Register the schemas in Hydra's ConfigStore (idempotent)."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name="recbench_schema", node=RecbenchConfig)
+    cs = ConfigStore.instance()
+    cs.store(name="recbench_schema", node=RecbenchConfig)
+    for name, cls in BACKEND_SCHEMAS.items():  # not struct: backend-specific keys are added by the model's YAML
+        cs.store(group="schema/backend", name=name, node=OmegaConf.structured(cls, flags={"struct": False}))
 
 
 def _check(ok: bool, key: str, value: Any, rule: str) -> None:
@@ -123,6 +191,10 @@ def validate(cfg: DictConfig) -> None:
     if m.get("max_tokens") is not None:
         _check(int(m.max_tokens) >= 1, "method.max_tokens", m.max_tokens, ">= 1")
     b = (cfg.get("model") or {}).get("backend") or {}
-    for key in ("batch_size", "concurrency", "max_retries_total"):
+    for key in ("batch_size", "concurrency", "max_consecutive_failures"):
         if b.get(key) is not None:
             _check(int(b[key]) >= 1, f"model.backend.{key}", b[key], ">= 1")
+    if b.get("max_retries") is not None:
+        _check(int(b.max_retries) >= 0, "model.backend.max_retries", b.max_retries, ">= 0")
+    if b.get("timeout_s") is not None:
+        _check(float(b.timeout_s) > 0, "model.backend.timeout_s", b.timeout_s, "> 0 (seconds)")
