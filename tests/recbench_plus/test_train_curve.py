@@ -24,3 +24,16 @@ def test_curve_rows_and_plot(tmp_path):
     assert c["reward"] == [0.1, 0.3] and math.isnan(c["rewards/cmr/mean"][0])
     png = plot_curve(tmp_path / "curve.csv", tmp_path / "curve.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_thirds_trend_hand_computed():
+    from recbench.tasks.recbench_plus.train.curve import thirds
+
+    t = thirds([0.0, -0.2, 0.1, 0.3, 0.5, 0.4, 0.6])  # 7 steps: thirds of 2 steps
+    assert t["third"] == 2 and math.isclose(t["first"], -0.1) and math.isclose(t["last"], 0.5)
+    assert math.isclose(t["rise"], 0.6)
+    assert math.isclose(thirds([1.0, math.nan, 0.0, 2.0])["first"], 1.0)  # NaN skipped
+    import pytest
+
+    with pytest.raises(ValueError):
+        thirds([0.1, 0.2])

@@ -45,9 +45,11 @@ def main(argv: Optional[list[str]] = None) -> None:
         from recbench.tasks.recbench_plus.train.rft import run_rft
 
         info = run_rft(stage_config("rft", rest))
+        from recbench.tasks.recbench_plus.train.curve import thirds
+
         r = info["rewards"]
         print(json.dumps({k: info[k] for k in ("train_queries", "seconds", "init")}),
-              f"reward {r[0]:.3f} -> {r[-1]:.3f}" if r else "")
+              f"reward {r[0]:.3f} -> {r[-1]:.3f}" if r else "", json.dumps(thirds(r)) if len(r) >= 3 else "")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ def trainer_kwargs(cfg: DictConfig, out: Path) -> dict[str, Any]:
                 lr_scheduler_type=str(cfg.lr_scheduler), warmup_steps=int(cfg.warmup_steps),
                 gradient_accumulation_steps=int(cfg.grad_accum), max_grad_norm=float(cfg.max_grad_norm),
                 logging_steps=1, save_strategy="no", report_to=[], seed=int(cfg.seed), data_seed=int(cfg.seed),
-                use_cpu=bool(cfg.use_cpu), bf16=bool(cfg.bf16), disable_tqdm=False, dataloader_num_workers=0)
+                use_cpu=bool(cfg.use_cpu), bf16=bool(cfg.bf16), disable_tqdm=False, dataloader_num_workers=0,
+                # trl turns this on by default; off, a LoRA on the top layers back-propagates through those layers only
+                gradient_checkpointing=bool(cfg.get("gradient_checkpointing", True)))
 
 
 def ids_digest(examples: Sequence[Example]) -> str:

@@ -81,3 +81,17 @@ def plot_curve(path: str | Path, out: str | Path, columns: Sequence[str] = ()) -
     fig.savefig(str(out), dpi=120)
     plt.close(fig)
     return Path(out)
+
+
+def thirds(values: Sequence[float]) -> dict[str, float]:
+    """Mean of the first and of the last third of a per-step series (NaN skipped) and their difference: the trend."""
+    n = len(values) // 3
+    if n == 0:
+        raise ValueError(f"need at least 3 steps for a trend, got {len(values)}")
+
+    def mean(xs: Sequence[float]) -> float:
+        xs = [x for x in xs if not math.isnan(x)]
+        return sum(xs) / len(xs) if xs else math.nan
+
+    first, last = mean(values[:n]), mean(values[-n:])
+    return {"steps": len(values), "third": n, "first": first, "last": last, "rise": last - first}

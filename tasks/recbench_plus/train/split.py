@@ -82,13 +82,15 @@ def split_queries(eval_examples: Sequence[Example], pool: Iterable[Example], fra
 
 
 def _plain(node) -> dict:
-    """A config node (or None) as a plain dict."""
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
+    """A config node (a DictConfig, a task's Settings dict, or None) as a plain nested dict."""
+    if OmegaConf.is_config(node):
+        return OmegaConf.to_container(node, resolve=True)
+    return {k: _plain(v) if isinstance(v, dict) else v for k, v in (node or {}).items()}
 
 
 def _eval_cfg(cfg: DictConfig) -> DictConfig:
     """The task config of the evaluation build (the `split.pool` overrides removed)."""
-    c = OmegaConf.to_container(cfg, resolve=True)
+    c = _plain(cfg)
     c.pop("split", None)
     return OmegaConf.create(c)
 

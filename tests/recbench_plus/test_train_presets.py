@@ -1,0 +1,35 @@
+"""The CPU curve presets: SFT and GRPO train the same queries with the same LoRA (top 8 layers), no checkpointing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from recbench.tasks.recbench_plus.train.common import stage_config, trainer_kwargs
+
+
+def test_cpu_curve_presets_match_and_reach_the_trainer(tmp_path: Path):
+    sft = stage_config("sft", ["config=recbench_plus_cpu_curve"])
+    rft = stage_config("rft", ["config=recbench_plus_cpu_curve", "init=base"])
+    assert sft.max_queries == rft.max_queries == 8
+    assert sft.lora.target_modules == rft.lora.target_modules
+    assert trainer_kwargs(sft, tmp_path)["gradient_checkpointing"] is False
+    assert trainer_kwargs(stage_config("sft", []), tmp_path)["gradient_checkpointing"] is True  # trl's default kept
+
+
+def test_lora_regex_targets_only_the_top_layers():
+    import torch
+    from peft import get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from recbench.training.lora import lora_config
+
+    cfg = stage_config("sft", ["config=recbench_plus_cpu_curve"])
+    torch.manual_seed(0)
+    lm = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=30,
+                                      num_attention_heads=2, num_key_value_heads=1))
+    model = get_peft_model(lm, lora_config(cfg.lora))
+    layers = {int(n.split("layers.")[1].split(".")[0]) for n, p in model.named_parameters() if p.requires_grad}
+    assert layers == set(range(22, 30))
+    kinds = {n.split(".")[-4] for n, p in model.named_parameters() if p.requires_grad}
+    assert kinds == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    model(torch.tensor([[1, 2, 3]]), labels=torch.tensor([[1, 2, 3]])).loss.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
