@@ -11,7 +11,9 @@ from typing import Iterable, Optional
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from recbench.report.audit_tables import audit_tables
 from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs, variant_labels
+from recbench.report.expected_rows import add_expected_rows
 from recbench.report.layouts import Layouts
 from recbench.report.plots import Plot, all_plots, row_label
 from recbench.report.results import JOB_FAILED, build_results, failed_jobs, write_results
@@ -44,6 +46,7 @@ class Report:
     sources: list[str]
     significance: Significance = field(default_factory=Significance)
     failed: list = field(default_factory=list)  # FailedJob: sweep jobs that stopped at run time
+    audit_tables: list[Table] = field(default_factory=list)  # order audits (audit.orders=K, pairwise both orders)
 
 
 def headline_metrics(runs: list[Run]) -> dict[str, str]:
@@ -80,9 +83,13 @@ def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None,
     except ValueError as e:  # a statistics failure must not cost the tables (e.g. scipy on a 1-unit slice)
         log.warning("report: paired comparisons left out: %s", e)
         sig = Significance()
+    add_expected_rows(tables, runs)  # after the significance letters: an exact expectation is not a compared row
+    audits = audit_tables(runs)
+    if audits:
+        sections.append(Section("order-audit", "Order audits", audits))
     if sig.tables:
         sections.append(Section("comparisons", "Paired comparisons", sig.tables, sig.plots))
-    return Report(runs, cells, agg, tables, plots, sections, paths, sig, failed_jobs(paths))
+    return Report(runs, cells, agg, tables, plots, sections, paths, sig, failed_jobs(paths), audits)
 
 
 # ---- renderers ------------------------------------------------------------------------------------
@@ -157,7 +164,7 @@ def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str
         written["runs_csv"] = out / "runs.csv"  # one row per run, seed and slice, before seed aggregation
         rep.cells.to_csv(written["runs_csv"], index=False)
         frames = []
-        for t in rep.tables:
+        for t in rep.tables + rep.audit_tables:
             f = t.to_frame().reset_index() if t.rows else pd.DataFrame()
             if not f.empty:
                 f.insert(0, "table", t.id)

@@ -86,7 +86,7 @@ def test_perrec_table1_layout_marks_and_values(runs):
     # reference rows: random over two seeds is one row, mean and sd over the seeds
     ref = next(t for t in rep.tables if t.id == "perrec-reference")
     rows = {lbl[0]: cells for lbl, cells in ref.rows}
-    assert set(rows) == {"bm25_history", "random"}
+    assert set(rows) == {"bm25_history", "random", "random (expected)"}  # + the exact expectation (PTC 0)
     per_seed = [_metrics(runs / f"perrec/none/random/seed={s}")["metrics"]["ptc"]["mean"] for s in (0, 1)]
     overall = rows["random"][-1]
     assert overall.n_seeds == 2
@@ -151,7 +151,8 @@ def test_subset_runs_are_combined_and_overall_pooled(tmp_path):
         _run(tmp_path, f"bm25/{d}", ["method=bm25_history", f"task.difficulties=[{d}]", "limit=30"])
     rep = build_report([tmp_path])
     ref = next(t for t in rep.tables if t.id == "perrec-reference")
-    assert len(ref.rows) == 1 and [c[0] for c in ref.columns] == ["easy", "medium", "all"]
+    assert len(ref.rows) == 2 and [c[0] for c in ref.columns] == ["easy", "medium", "all"]
+    assert ref.rows[1][0] == ["random (expected)"]  # the exact expectation row comes last
     easy, medium, overall = ref.rows[0][1]
     assert easy.mean == _metrics(tmp_path / "bm25/easy")["breakdown"]["difficulty"]["easy"]["metrics"]["ptc"]["mean"]
     assert overall.pooled and overall.n == 60
