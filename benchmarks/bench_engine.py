@@ -260,18 +260,20 @@ def sec_replay(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
 
 def sec_rerun(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     """A finished SmolLM2 listwise run rerun; `python -m recbench --help`."""
-    root = tmp / "rerun"
+    root = Path(a.rerun_root) if a.rerun_root else tmp / "rerun"
     env = cli_env(root)
     cmd = recbench_cmd("task=perrec", "model=smollm2", "method=listwise", f"limit={a.rerun_limit}")
-    wall, rc, out = run_cli(cmd, env)
-    rep.figure("rerun", "first_run_wall_s", wall, f"limit={a.rerun_limit}, real SmolLM2 (hf), exit {rc}")
+    wall, rc, out = run_cli(cmd, env)  # with --rerun-root holding a finished run: a rerun that re-aggregates
+    rep.figure("rerun", "first_run_wall_s", wall, f"limit={a.rerun_limit}, real SmolLM2 (hf), exit {rc}"
+               + (f"; root {root} (kept)" if a.rerun_root else ""))
     if rc != 0:
         rep.note("rerun", f"first run exited {rc}: {out[-600:]}")
     walls = []
-    for _ in range(2):
+    for _ in range(3):
         w, rc2, out2 = run_cli(cmd, env)
         walls.append(w)
-    rep.figure("rerun", "finished_rerun_wall_s", min(walls), f"target < 3 s; exit {rc2}; all {[round(w, 2) for w in walls]}")
+    rep.figure("rerun", "finished_rerun_wall_s", min(walls), f"target < 3 s; exit {rc2}; best of 3, all "
+               f"{[round(w, 2) for w in walls]}")
     try:
         inv = find_metrics(root).get("this_invocation", {})
         rep.figure("rerun", "rerun_backend_calls", inv.get("backend_calls"), "must be 0")
@@ -417,6 +419,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap.add_argument("--kill-window", type=float, default=0.4, help="kill within this many seconds after new requests flow")
     ap.add_argument("--kill-concurrency", type=int, default=8, help="model.backend.concurrency of the killed runs")
     ap.add_argument("--rerun-limit", type=int, default=None, help="SmolLM2 groups for the rerun section (default 4; quick 1)")
+    ap.add_argument("--rerun-root", default=None, help="rerun: RECBENCH_{RUNS,CACHE}_DIR root to keep between "
+                    "invocations (the first run, with the model load, then happens once)")
     ap.add_argument("--hf-n", type=int, default=None, help="listwise prompts for hf loop/raw (default 16; quick 4)")
     ap.add_argument("--hf-reps", type=int, default=None)
     ap.add_argument("--vllm-limit", type=int, default=24)

@@ -16,7 +16,7 @@ from recbench.config_schema import validate
 from recbench.construct import (CONFIG_MODULE, LazyBackend, build_backend, build_task, bundled_data,  # noqa: F401
                                 register_resolvers, select_examples)
 from recbench.registry import ConfigError, DataError, suggest
-from recbench.runstore import RunDirInUse, RunStore
+from recbench.runstore import RunDirInUse, RunStore, inputs_fingerprint, mark_finished, reuse_finished
 from recbench.schema import RunResult, SchemaError
 
 log = logging.getLogger("recbench")
@@ -42,11 +42,17 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> dict[str, Any]:
     """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
-    from recbench.loop import EvalLoop, aggregate  # numpy, tqdm: only when something runs
-    from recbench.audit import maybe_audit
-
     t0 = time.time()
     validate(cfg)
+    config_text = OmegaConf.to_yaml(cfg, resolve=True)
+    inputs = inputs_fingerprint(config_text, OmegaConf.to_container(cfg.task, resolve=True))
+    if backend is None:  # a finished run asked again: nothing to load, run or re-aggregate
+        reused = _reuse_finished(cfg, run_dir, inputs, t0)
+        if reused is not None:
+            return reused
+    from recbench.audit import maybe_audit  # numpy, the task's data libraries: only when something runs
+    from recbench.loop import EvalLoop, aggregate
+
     task = build_task(cfg)
     method = task.make_method(cfg.method, cfg.sampling)
     method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
@@ -55,7 +61,7 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     store = RunStore(run_dir)
     cache = None
     try:
-        store.write_text("config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        store.write_text("config.yaml", config_text)
         cache = ResponseCache(cfg.cache.path, enabled=cfg.cache.enabled)
         examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
         loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=cfg.run.chunk_size,
@@ -89,11 +95,26 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
                 result.cost["this_invocation"] = run_cost(price, loop.stats.prompt_tokens,
                                                           loop.stats.completion_tokens)["total"]
             store.write_result(result)
+            mark_finished(store.dir, inputs if result.complete else None)  # what a finished rerun may reuse
     finally:
         store.close()
         if cache is not None:
             cache.close()
     return result.to_dict()
+
+
+def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str], t0: float) -> Optional[dict[str, Any]]:
+    """metrics.json of an unchanged complete run with this invocation's counters (0 calls, all skipped), or None."""
+    from recbench.loop import LoopStats
+
+    price = cfg.model.get("price")
+    cost = None
+    if price:  # written only where metrics.json has a cost block (a priced model): nothing was paid now
+        from recbench.cost import run_cost
+
+        cost = (run_cost(price, 0, 0) or {}).get("total")
+    inv = {**vars(LoopStats(wall_time_s=time.time() - t0)), "total_wall_time_s": time.time() - t0, "model_loaded": False}
+    return reuse_finished(run_dir, inputs, inv, cost)
 
 
 #: metrics kept in samples.jsonl but not shown in metric tables (bookkeeping, not a score)
@@ -211,6 +232,8 @@ def check_overrides(argv: list[str]) -> None:
     parsed = OverridesParser.create().parse_overrides(args)
     # a user's own config folders (hydra.searchpath=[file://...]) add choices: look them up there too
     search = [a for a in args if a.split("=", 1)[0] == "hydra.searchpath"]
+    if _composes_cleanly(args, parsed, search):
+        return
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
@@ -255,6 +278,35 @@ def check_overrides(argv: list[str]) -> None:
             raise ConfigError(f"{lines[0] if lines else type(cause).__name__} "
                               f"({next((ln for ln in lines if ln.startswith('full_key')), 'override').strip()})") from None
     GlobalHydra.instance().clear()
+
+
+def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str]) -> bool:
+    """One compose of every override (the common case: nothing to report). True when it succeeds and each plain
+    key override sets a key of a struct node (one that could not have been created by the override); anything
+    else (a sweep, a package override, a failure) goes to the detailed checks, which name the problem."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    if any(o.is_sweep_override() or o.package for o in parsed):
+        return False
+    own = [a for a, o in zip(args, parsed) if not o.key_or_group.startswith("hydra")]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+            groups = set(GlobalHydra.instance().config_loader().list_groups(""))
+            cfg = compose(config_name="config", overrides=search + own)
+    except Exception:  # noqa: BLE001 - the detailed checks turn it into one line naming the override
+        return False
+    finally:
+        GlobalHydra.instance().clear()
+    for o in parsed:
+        key = o.key_or_group
+        if key in groups or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
+            continue
+        parent = OmegaConf.select(cfg, key.rsplit(".", 1)[0]) if "." in key else cfg
+        if not isinstance(parent, DictConfig) or not OmegaConf.is_struct(parent):
+            return False  # a key an open dict accepts silently: the detailed checks decide
+    return True
 
 
 def add_default_method(argv: list[str]) -> list[str]:

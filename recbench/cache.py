@@ -35,11 +35,18 @@ def _canon(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def _canon_str(s: Any) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
 class KeyMaker:
     """Cache keys and prompt hashes for one model identity, each computed once per request from canonical JSON.
 
     The key is sha256 of the canonical JSON of {"model": identity, "request": content} (plus "example_id" for
-    replay backends whose identity sets keyed_by_example); the identity part is serialized once."""
+    replay backends whose identity sets keyed_by_example). The canonical text is assembled from parts, each
+    serialized once: the identity per KeyMaker, sampling/constraint/adapter/logprobs per distinct value, the
+    messages per request; the messages' text is reused for the prompt hash of prompts.jsonl. The result equals
+    sha256_json of the payload dict (tests/core/test_core_cache.py checks it)."""
 
     def __init__(self, identity: dict[str, Any]):
         self.identity = identity
@@ -47,10 +54,36 @@ class KeyMaker:
         self._by_example = bool(identity.get("keyed_by_example"))
         self._model_part = '"model": ' + _canon(identity) + ', "request": '
         self._prompts: dict[tuple, tuple[str, list[dict[str, str]]]] = {}
+        self._params: dict[tuple, tuple[str, str]] = {}  # (sampling, constraint, adapter, logprobs) -> text around messages
+        self._msg_json: dict[tuple, str] = {}  # messages -> canonical JSON, from key() until prompt_hash() takes it
+
+    def _around_messages(self, request: Request) -> tuple[str, str]:
+        """Canonical JSON of the request content before and after the messages (keys sorted: adapter,
+        constraint, logprobs, messages, sampling), cached per distinct parameter set."""
+        pk = (request.sampling, request.constraint, request.adapter, request.logprobs)
+        got = self._params.get(pk)
+        if got is None:
+            c = request.constraint.to_dict() if request.constraint else None
+            head = ('{"adapter": ' + _canon(request.adapter) + ', "constraint": ' + _canon(c) + ', "logprobs": '
+                    + _canon(request.logprobs) + ', "messages": ')
+            got = self._params[pk] = (head, ', "sampling": ' + _canon(request.sampling.to_dict()) + "}")
+        return got
+
+    def messages_json(self, request: Request) -> str:
+        """Canonical JSON of the request's message dicts (== json of message_dicts() with sorted keys)."""
+        text = self._msg_json.get(request.messages)
+        if text is None:
+            text = "[" + ", ".join('{"content": ' + _canon_str(c) + ', "role": ' + _canon_str(r) + "}"
+                                   for r, c in request.messages) + "]"
+        return text
 
     def key(self, request: Request) -> str:
         """The cache key of a request (equal to sha256_json of the payload dict)."""
-        text = "{" + self._model_part + _canon(request.content_dict()) + "}"
+        head, tail = self._around_messages(request)
+        msgs = self.messages_json(request)
+        if request.messages not in self._prompts:  # kept for prompt_hash (prompts.jsonl), which takes it once
+            self._msg_json[request.messages] = msgs
+        text = "{" + self._model_part + head + msgs + tail + "}"
         if self._by_example:  # replay backends (predictions): the answer depends on the example id
             text = '{"example_id": ' + _canon(request.example_id) + ", " + text[1:]
         return hashlib.sha256(text.encode()).hexdigest()
@@ -59,8 +92,9 @@ class KeyMaker:
         """(hash of the messages as stored in prompts.jsonl, the message dicts), memoized per distinct prompt."""
         got = self._prompts.get(request.messages)
         if got is None:
-            msgs = request.message_dicts()
-            got = self._prompts[request.messages] = (sha256_json(msgs)[:20], msgs)
+            text = self._msg_json.pop(request.messages, None) or self.messages_json(request)
+            got = self._prompts[request.messages] = (hashlib.sha256(text.encode()).hexdigest()[:20],
+                                                     request.message_dicts())
         return got
 
 

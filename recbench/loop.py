@@ -16,13 +16,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from tqdm.auto import tqdm
-
-from recbench.audit import audit_aggregates
 from recbench.backends.base import Backend
 from recbench.cache import KeyMaker, ResponseCache
-from recbench.metric_registry import find_spec, metric_spec
-from recbench.metrics import summarize
 from recbench.runstore import RunStore
 from recbench.schema import CallRecord, Counts, ErrorRecord, SampleRecord, SliceResult
 from recbench.task import Method, Task
@@ -106,6 +101,8 @@ class EvalLoop:
         self._waiting: dict[str, list[tuple[_Active, int]]] = {}  # key -> slots waiting for its answer
         self._finished: list[SampleRecord] = []
         self._sent: dict[int, str] = {}  # id(request) -> cache key, for requests handed to the backend
+        from tqdm.auto import tqdm  # imported when something runs (a finished rerun never gets here)
+
         self._bar = tqdm(total=len(todo), desc=f"{self.task.name}/{self.method.name}", unit="ex",
                          disable=not self.progress, smoothing=0.05)
         try:
@@ -240,6 +237,10 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
     """Per-metric mean + bootstrap CI overall and per breakdown value, plus parse counts and token totals.
 
     Records are sorted by example id first, so the result does not depend on the order they finished in."""
+    from recbench.audit import audit_aggregates  # numpy and the audit: only when something is aggregated
+    from recbench.metric_registry import find_spec, metric_spec
+    from recbench.metrics import summarize
+
     records = sorted(records, key=lambda r: r.id)
 
     def block(recs: list[SampleRecord]) -> dict[str, Any]:

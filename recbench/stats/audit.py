@@ -5,7 +5,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 
 def kendalls_w(ranks) -> float:
@@ -45,6 +44,8 @@ def first_slot_test(first_slots: Sequence[int], sizes: Sequence[int]) -> SlotTes
     exp = np.zeros(width)
     for m in sizes:
         exp[:m] += 1.0 / m
+    from scipy import stats  # imported here: scipy.stats is the costliest import of a run's start-up
+
     res = stats.chisquare(obs, exp)
     return SlotTest(obs.tolist(), exp.tolist(), float(res.statistic), float(res.pvalue))
 

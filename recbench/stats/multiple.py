@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-from statsmodels.stats.multitest import multipletests
 
 METHODS = {"holm": "holm", "bh": "fdr_bh", "none": None}
 
@@ -20,6 +19,8 @@ def adjust(p_values, method: str = "holm", alpha: float = 0.05) -> tuple[np.ndar
             adj[ok] = p[ok]
             rej[ok] = p[ok] < alpha
         else:
+            from statsmodels.stats.multitest import multipletests  # heavy: only when correcting
+
             r, a, _, _ = multipletests(p[ok], alpha=alpha, method=METHODS[method])
             adj[ok], rej[ok] = a, r
     return adj, rej

@@ -5,7 +5,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from recbench.stats._lazy import lazy_module
+
+stats = lazy_module("scipy.stats")  # imported on first use: a plain run needs no paired test
 
 TESTS = ("permutation", "mcnemar", "wilcoxon", "t")
 #: Monte Carlo standard error aimed at for permutation p-values below REFINE_BELOW (p to 3 decimals)

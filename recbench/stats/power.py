@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 
-from scipy import optimize, stats
+
+from recbench.stats._lazy import lazy_module
+
+optimize, stats = lazy_module("scipy.optimize"), lazy_module("scipy.stats")  # imported on first use
 
 
 def power(effect: float, n: int, sd: float, alpha: float = 0.05) -> float:

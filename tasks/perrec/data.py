@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,12 @@ from recbench.types import Example
 DIFFICULTY_BY_SIZE = {2: "easy", 3: "medium", 4: "hard"}
 
 
+_WORD = re.compile(r"[^\W_]+")  # runs of str.isalnum() characters
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens for BM25."""
-    return [w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split() if len(w) > 1]
+    """Lower-cased word tokens for BM25 (runs of alphanumeric characters, longer than one character)."""
+    return [w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1]
 
 
 def bm25_top_k(query: str, docs: list[str], k: int) -> list[int]:

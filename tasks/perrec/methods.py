@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import string
@@ -11,15 +12,27 @@ from typing import Any, Callable, Generator, Optional, Sequence
 import numpy as np
 
 from recbench.parsing import Parsed, parse_choice, parse_json, parse_number
-from recbench.prompts import render
+from recbench.prompts import get_template, render
 from recbench.task import Method
 from recbench.types import Constraint, Example, MethodGen, Outcome, Request, Response
 
 PKG = "recbench.tasks.perrec"
 PAIR_CHOICES = ("[User A]", "[User B]")
+PAIR_CONSTRAINT = Constraint(kind="choice", choices=PAIR_CHOICES)
 #: constrained pointwise answers and the rating each stands for. "N stars", not bare digits: scored by likelihood,
 #: SmolLM2-135M picks a bare "1" for every prompt (the start of a numbered list) but spreads over "2 stars".."4 stars".
 RATING_CHOICES = {"1 star": 1.0, "2 stars": 2.0, "3 stars": 3.0, "4 stars": 4.0, "5 stars": 5.0}
+RATING_CONSTRAINT = Constraint(kind="choice", choices=tuple(RATING_CHOICES))
+_LABEL_SLOT = "\x00label\x00"  # stands for the label while a user block is rendered once for every label
+_BLOCKS: dict[tuple, tuple[dict, str]] = {}  # (id(user), profile, query) -> (user, block with _LABEL_SLOT)
+_MAX_BLOCKS = 200_000
+
+
+def _fill(skeleton: str, slots: dict[str, str], variables: dict[str, Any]) -> str:
+    """A template skeleton with each placeholder replaced by its variable's value."""
+    for k, slot in slots.items():
+        skeleton = skeleton.replace(slot, variables[k])
+    return skeleton
 
 
 def worst_status(statuses: list[str]) -> str:
@@ -31,37 +44,100 @@ def presentation_order(example: Example, seed: int, order: int = 0) -> list[dict
     """The group's users in a seeded shuffled order, so position never leaks the ground truth; `order` k > 0 is the
     order audit's k-th alternative display order (order 0 is the usual one, so caches and results do not change)."""
     users = example.data["users"]
-    rng = np.random.default_rng([seed, *example.id.encode()] if not order else [seed, 9, int(order), *example.id.encode()])
-    return [users[i] for i in rng.permutation(len(users))]
+    return [users[i] for i in _permutation(seed, example.id, int(order or 0), len(users))]
+
+
+@functools.lru_cache(maxsize=65536)
+def _permutation(seed: int, example_id: str, order: int, n: int) -> tuple[int, ...]:
+    """The seeded display permutation of presentation_order (computed once per example, shared by the methods)."""
+    rng = np.random.default_rng([seed, *example_id.encode()] if not order else [seed, 9, order, *example_id.encode()])
+    return tuple(int(i) for i in rng.permutation(n))
 
 
 class PerRecMethod(Method):
     """Shared pieces: sampling, system prompt, optional profiles, and the prompting variants (method config):
     `cot` (chain-of-thought templates; the answer follows "Answer:"), `shots` (few-shot from held-out groups,
     seeded), `samples` + `temperature` (self-consistency: n samples aggregated), `template` (a template file),
-    `adapter` (a LoRA adapter name/path sent with every answer request, for backends that switch adapters per request)."""
+    `adapter` (a LoRA adapter name/path sent with every answer request, for backends that switch adapters per request).
+
+    Config values are read once per method (cached properties); each user block is rendered once per example
+    and query (`user_block`), so pairwise comparisons only fill the outer template."""
 
     base_template: str = ""
+    _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
 
-    # ---- variants ---------------------------------------------------------------------------
-    @property
+    # ---- variants (read once) -------------------------------------------------------------------
+    @functools.cached_property
     def cot(self) -> bool:
         """Chain-of-thought prompting on."""
         return bool(self.cfg.get("cot", False))
 
-    @property
+    @functools.cached_property
     def n_samples(self) -> int:
         """Self-consistency sample count (1 = off)."""
         return max(1, int(self.cfg.get("samples", 1) or 1))
 
-    @property
+    @functools.cached_property
     def n_shots(self) -> int:
         """Few-shot demonstrations per prompt (0 = zero-shot)."""
         return int(self.cfg.get("shots", 0) or 0)
 
+    @functools.cached_property
+    def _template_name(self) -> str:
+        return self.cfg.get("template") or f"{self.base_template}{'_cot' if self.cot else ''}.j2"
+
+    @functools.cached_property
+    def _opts(self) -> dict[str, Any]:
+        """The method and task settings the hot path needs, read once."""
+        t = self.cfg.get("temperature")
+        tcfg = self.task.cfg
+        return {"temperature": None if t is None else float(t), "max_tokens": self.cfg.get("max_tokens"),
+                "constrained": bool(self.cfg.get("constrained", False)) and not self.cot,
+                "adapter": self.cfg.get("adapter"), "system": render(PKG, "system.j2"),
+                "profile": bool(tcfg.profile), "profile_file": tcfg.get("profile_file"),
+                "released": bool(getattr(self.task, "released", False))}
+
     def template(self) -> str:
         """The configured template file, else <method>.j2 or <method>_cot.j2."""
-        return self.cfg.get("template") or f"{self.base_template}{'_cot' if self.cot else ''}.j2"
+        return self._template_name
+
+    def render_prompt(self, _fast: tuple[str, ...] = (), **variables: Any) -> str:
+        """The method's prompt template rendered with the given variables. `_fast` names string variables the
+        packaged template only prints: the template is then rendered once per method with placeholders for them
+        and filled in by string replacement (checked against a real render on first use; any mismatch, a custom
+        template or a placeholder-like value falls back to rendering)."""
+        skel = self._skeleton if _fast and not self.cfg.get("template") else None
+        if skel is not None and not any("\x00" in variables[k] for k in _fast):
+            if not skel:  # first use: build, then check against a real render
+                slots = {k: f"\x00{k}\x00" for k in _fast}
+                text = render(PKG, self._template_name, **{**variables, **slots})
+                real = render(PKG, self._template_name, **variables)
+                ok = _fill(text, slots, variables) == real
+                self._skeleton = (text, slots) if ok else None
+                return real
+            text, slots = skel
+            return _fill(text, slots, variables)
+        return render(PKG, self._template_name, **variables)
+
+    def user_block(self, user: dict[str, Any], label: str, profile: Optional[str], query_title: str) -> str:
+        """One user's block (_user_block.j2, without its final newline) under `label`. Rendered once per (user,
+        profile, query) with a label placeholder and relabelled, so an example renders each user once and the
+        pointwise, pairwise and listwise methods of one process share the blocks."""
+        key = (id(user), profile, query_title)
+        got = _BLOCKS.get(key)
+        if got is None or got[0] is not user:  # the user object itself is kept, so an id is never reused
+            if len(_BLOCKS) > _MAX_BLOCKS:
+                _BLOCKS.clear()
+            body = get_template(PKG, "_user_block.j2").render(label=_LABEL_SLOT, user=user, profile=profile,
+                                                               query_title=query_title)
+            got = _BLOCKS[key] = (user, body)
+        body = got[1]
+        if body.startswith(_LABEL_SLOT):
+            text = label + body[len(_LABEL_SLOT):]
+        else:  # a template that does not open with the label: render it with the real one
+            text = get_template(PKG, "_user_block.j2").render(label=label, user=user, profile=profile,
+                                                               query_title=query_title)
+        return text[:-1] if text.endswith("\n") else text
 
     def answer_part(self, text: str) -> str:
         """With chain of thought, the text after the last 'Answer:' (the whole text if there is none)."""
@@ -88,21 +164,21 @@ class PerRecMethod(Method):
     # ---- requests ---------------------------------------------------------------------------
     def _sampling(self, max_tokens: int, seed_offset: int = 0):
         sp = self.sampling(max_tokens, seed_offset)
-        t = self.cfg.get("temperature")
-        return sp if t is None else dataclasses.replace(sp, temperature=float(t))
+        t = self._opts["temperature"]
+        return sp if t is None else dataclasses.replace(sp, temperature=t)
 
     def _messages(self, user_prompt: str, shots: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
-        msgs = [{"role": "system", "content": render(PKG, "system.j2")}]
+        msgs = [{"role": "system", "content": self._opts["system"]}]
         for q, a in shots:
             msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
         return msgs + [{"role": "user", "content": user_prompt}]
 
     def _request(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
                  purpose: str = "answer", seed_offset: int = 0, shots: Sequence[tuple[str, str]] = ()) -> Request:
-        use_constraint = self.cfg.get("constrained", False) and not self.cot
+        o = self._opts
         return Request.chat(self._messages(prompt, shots), self._sampling(max_tokens, seed_offset),
-                            constraint=constraint if use_constraint else None, purpose=purpose,
-                            adapter=self.cfg.get("adapter"))  # per-request LoRA (vllm); hf: model.backend.adapter
+                            constraint=constraint if o["constrained"] else None, purpose=purpose,
+                            adapter=o["adapter"])  # per-request LoRA (vllm); hf: model.backend.adapter
 
     def _samples(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
                  shots: Sequence[tuple[str, str]] = ()) -> list[Request]:
@@ -118,10 +194,11 @@ class PerRecMethod(Method):
                  ) -> Generator[list[Request], list[Response], dict[str, str]]:
         """Profiles per user: from task.profile_file (or the released userid2profile.json), else one request per user to this model
         (cached, so shared across methods and runs); {} when profiles are off."""
-        tcfg = self.task.cfg
-        if not tcfg.profile:
+        o = self._opts
+        if not o["profile"]:
             return {}
-        if (tcfg.get("profile_file") or getattr(self.task, "released", False)) and example is not None:
+        tcfg = self.task.cfg
+        if (o["profile_file"] or o["released"]) and example is not None:
             return {u["user_id"]: p for u in users if (p := self.profile_text(u, example))}
         reqs = [Request.chat([{"role": "user", "content": render(PKG, "profile.j2", history=u["history"][-tcfg.profile_history:])}],
                              self.sampling(tcfg.profile_max_tokens), purpose="profile") for u in users]
@@ -162,7 +239,9 @@ class Pointwise(PerRecMethod):
 
     def prompt(self, example: Example, user: dict[str, Any], profile: Optional[str]) -> str:
         """The pointwise prompt for one user."""
-        return render(PKG, self.template(), label="User", user=user, profile=profile, query_title=example.data["query_title"])
+        q = example.data["query_title"]
+        return self.render_prompt(("query_title", "block"), label="User", user=user, profile=profile, query_title=q,
+                                  block=self.user_block(user, "User", profile, q))
 
     def parse_rating(self, text: str) -> Parsed:
         """A constrained choice ("4 stars") as its rating (ok), else the first number of the answer, clamped to 1-5."""
@@ -176,10 +255,10 @@ class Pointwise(PerRecMethod):
         shots = []
         for sx in self.shot_examples(example):
             su = sx.data["users"][int(rng.integers(len(sx.data["users"])))]
-            shots.append((self.prompt(sx, su, self.profile_text(su, sx) if self.task.cfg.profile and self.task.cfg.get("profile_file") else None),
+            shots.append((self.prompt(sx, su, self.profile_text(su, sx) if self._opts["profile"] and self._opts["profile_file"] else None),
                           self.shot_answer(f"{su['rating']:g}")))
         reqs = [r for u in users for r in self._samples(self.prompt(example, u, profiles.get(u["user_id"])), self.cfg.max_tokens,
-                                                          Constraint(kind="choice", choices=tuple(RATING_CHOICES)), shots)]
+                                                          RATING_CONSTRAINT, shots)]
         resps = yield reqs
         n = self.n_samples
         preds, statuses, notes = {}, [], []
@@ -230,7 +309,10 @@ class Pairwise(PerRecMethod):
 
     def prompt(self, query_title: str, a: dict, b: dict, profile_a: Optional[str], profile_b: Optional[str]) -> str:
         """The pairwise prompt for users a ([User A]) and b ([User B])."""
-        return render(PKG, self.template(), query_title=query_title, user_a=a, user_b=b, profile_a=profile_a, profile_b=profile_b)
+        return self.render_prompt(("query_title", "block_a", "block_b"), query_title=query_title, user_a=a, user_b=b,
+                                  profile_a=profile_a, profile_b=profile_b,
+                                  block_a=self.user_block(a, PAIR_CHOICES[0], profile_a, query_title),
+                                  block_b=self.user_block(b, PAIR_CHOICES[1], profile_b, query_title))
 
     def demonstrations(self, example: Example) -> list[tuple[str, str]]:
         """Few-shot pairs from held-out groups: two random members and the gold choice."""
@@ -251,12 +333,19 @@ class Pairwise(PerRecMethod):
         stats = {"comparisons": 0, "consistent": 0, "inconsistent": 0, "unparsed_answers": 0}
         order_pairs: list[list[bool]] = []  # per comparison with both answers read: did the first-shown user win, in order AB and BA
         statuses: list[str] = []
-        constraint = Constraint(kind="choice", choices=PAIR_CHOICES)
-        n = self.n_samples
+        constraint = PAIR_CONSTRAINT
+        n, max_tokens = self.n_samples, self.cfg.max_tokens
+        prompts_by_pair: dict[tuple[str, str], str] = {}
+
+        def pair_prompt(a: dict, b: dict) -> str:
+            key = (a["user_id"], b["user_id"])
+            if key not in prompts_by_pair:
+                prompts_by_pair[key] = self.prompt(q, a, b, profiles.get(a["user_id"]), profiles.get(b["user_id"]))
+            return prompts_by_pair[key]
 
         def greater(u: dict, v: dict) -> Generator[list[Request], list[Response], bool]:
-            prompts = [self.prompt(q, a, b, profiles.get(a["user_id"]), profiles.get(b["user_id"])) for a, b in ((u, v), (v, u))]
-            resps = yield [r for p in prompts for r in self._samples(p, self.cfg.max_tokens, constraint, shots)]
+            prompts = [pair_prompt(u, v), pair_prompt(v, u)]
+            resps = yield [r for p in prompts for r in self._samples(p, max_tokens, constraint, shots)]
             votes = []
             for half in (resps[:n], resps[n:]):
                 parsed = [parse_choice(self.answer_part(r.text), PAIR_CHOICES) for r in half]
@@ -333,8 +422,10 @@ class Listwise(PerRecMethod):
     def prompt(self, example: Example, users: list[dict], profiles: dict[str, str]) -> tuple[str, list[str]]:
         """The listwise prompt over users in the given order, and their labels."""
         labels = LABELS[: len(users)]
-        shown = [{"label": lab, "user": u, "profile": profiles.get(u["user_id"])} for lab, u in zip(labels, users)]
-        return render(PKG, self.template(), users=shown, query_title=example.data["query_title"]), labels
+        q = example.data["query_title"]
+        shown = [{"label": lab, "user": u, "profile": (p := profiles.get(u["user_id"])),
+                  "block": self.user_block(u, lab, p, q)} for lab, u in zip(labels, users)]
+        return self.render_prompt(users=shown, query_title=q), labels
 
     def demonstrations(self, example: Example) -> list[tuple[str, str]]:
         """Few-shot held-out groups (seeded presentation order) with their gold JSON ranking."""
@@ -404,29 +495,35 @@ class BM25History(Method):
         yield  # pragma: no cover - makes this a generator
 
 
-class UserAverage(Method):
-    """Rating reference row: predict each user's own average rating (the rank order is then a seeded tie-break)."""
+class AverageRating(Method):
+    """Rating reference row without a model: predict one average for every user, either the user's own average
+    (`source="user"`: the rank order is then a seeded tie-break) or the query item's average rating by users
+    outside the group (`source="item"`)."""
+
+    needs_backend = False
+    source: str = "user"  # "user" | "item"
+
+    def run(self, example: Example) -> MethodGen:
+        users = presentation_order(example, self.seed)
+        if self.source == "user":
+            preds = {u["user_id"]: float(u["avg_rating"]) for u in users}
+        else:
+            item_avg = float(example.data["item_avg_rating"])
+            preds = {u["user_id"]: item_avg for u in users}
+        order = [u["user_id"] for u in sorted(users, key=lambda u: -(preds[u["user_id"]] - u["avg_rating"]))]
+        return Outcome(prediction={"order": order, "ratings": preds})
+        yield  # pragma: no cover - makes this a generator
+
+
+class UserAverage(AverageRating):
+    """Rating reference row: predict each user's own average rating (method `user_avg`)."""
 
     name = "user_avg"
-    needs_backend = False
-
-    def run(self, example: Example) -> MethodGen:
-        users = presentation_order(example, self.seed)
-        preds = {u["user_id"]: float(u["avg_rating"]) for u in users}
-        order = [u["user_id"] for u in sorted(users, key=lambda u: -(preds[u["user_id"]] - u["avg_rating"]))]
-        return Outcome(prediction={"order": order, "ratings": preds})
-        yield  # pragma: no cover - makes this a generator
+    source = "user"
 
 
-class ItemAverage(Method):
-    """Rating reference row: predict the query item's average rating (by users outside the group) for every user."""
+class ItemAverage(AverageRating):
+    """Rating reference row: predict the query item's average rating for every user (method `item_avg`)."""
 
     name = "item_avg"
-    needs_backend = False
-
-    def run(self, example: Example) -> MethodGen:
-        users = presentation_order(example, self.seed)
-        preds = {u["user_id"]: float(example.data["item_avg_rating"]) for u in users}
-        order = [u["user_id"] for u in sorted(users, key=lambda u: -(preds[u["user_id"]] - u["avg_rating"]))]
-        return Outcome(prediction={"order": order, "ratings": preds})
-        yield  # pragma: no cover - makes this a generator
+    source = "item"

@@ -1,0 +1,88 @@
+"""PerRecBench prompts: each user block rendered once per example (shared by the methods), prompts unchanged
+(hand-written expected text), and the one average-rating reference class behind user_avg / item_avg."""
+from __future__ import annotations
+
+import recbench.prompts as prompts_mod
+import recbench.tasks.perrec.methods as pm
+from recbench.construct import build_task
+from recbench.types import Example, Response
+from tests.helpers import compose_cfg
+
+UA = {"user_id": "u1", "rating": 4.0, "avg_rating": 3.5, "relative_rating": 0.5, "most_common_rating": 4.0,
+      "history_len": 12, "retrieved": [{"title": "Lip Balm", "rating": 5.0}, {"title": "Soap", "rating": 2.0}]}
+UB = {"user_id": "u2", "rating": 4.0, "avg_rating": 4.25, "relative_rating": -0.25, "most_common_rating": 5.0,
+      "history_len": 3, "retrieved": []}
+PAIR_TEXT = (
+    'Two users both rated the item "Hand Cream". Compare how much each of them likes it RELATIVE TO THEIR OWN USUAL '
+    "RATINGS (a rating above the user's average means they like it more than usual).\n\n"
+    "[User A]:\n- Average rating: 3.50; most common rating: 4; number of ratings: 12\n"
+    '- Past ratings of items related to "Hand Cream":\n  * "Lip Balm": 5 stars\n  * "Soap": 2 stars\n\n'
+    "[User B]:\n- Average rating: 4.25; most common rating: 5; number of ratings: 3\n- Profile: Likes creams.\n"
+    '- Past ratings of items related to "Hand Cream":\n\n'
+    'Which user likes "Hand Cream" more relative to their own average rating? Answer with exactly "[User A]" or "[User B]".')
+
+
+def _method(name: str, *extra: str):
+    cfg = compose_cfg([f"method={name}", *extra])
+    return build_task(cfg).make_method(cfg.method, cfg.sampling)
+
+
+def test_pairwise_prompt_text_is_unchanged():
+    m = _method("pairwise")
+    for _ in range(3):  # first call renders and checks the skeleton, later ones fill it in
+        assert m.prompt("Hand Cream", UA, UB, None, "Likes creams.") == PAIR_TEXT
+    swapped = m.prompt("Hand Cream", UB, UA, "Likes creams.", None)
+    assert swapped.index("[User A]:\n- Average rating: 4.25") < swapped.index("[User B]:\n- Average rating: 3.50")
+
+
+def test_each_user_block_rendered_once_per_example_and_shared_by_methods(monkeypatch):
+    users = [dict(UA, user_id=f"u{i}", relative_rating=i / 10) for i in range(4)]
+    ex = Example(id="g1", data={"query_item": "i1", "query_title": "Hand Cream", "timestamp": 0,
+                                "item_avg_rating": 3.9, "users": users}, meta={"difficulty": "hard"})
+    rendered = []
+    real = prompts_mod.get_template
+
+    def counting(package, name):
+        t = real(package, name)
+        if name != "_user_block.j2":
+            return t
+
+        class Counting:
+            def render(self, **kw):
+                rendered.append(kw["user"]["user_id"])
+                return t.render(**kw)
+        return Counting()
+
+    monkeypatch.setattr(pm, "get_template", counting)
+    pm._BLOCKS.clear()
+    m = _method("pairwise")
+    gen = m.run(ex)
+    reqs, n_prompts = next(gen), 0
+    try:
+        while True:
+            n_prompts += len(reqs)
+            reqs = gen.send([Response(text="[User A]") if i % 2 == 0 else Response(text="[User B]")
+                             for i in range(len(reqs))])
+    except StopIteration:
+        pass
+    assert n_prompts >= 8 and sorted(rendered) == ["u0", "u1", "u2", "u3"]  # 4 blocks for every comparison
+    for name in ("pointwise", "listwise"):  # the same users in other methods: no new renders
+        next(_method(name).run(ex))
+    assert len(rendered) == 4
+
+
+def test_user_and_item_average_rows_are_one_class_with_a_parameter():
+    ex = Example(id="g2", data={"query_item": "i1", "query_title": "Hand Cream", "timestamp": 0,
+                                "item_avg_rating": 3.9, "users": [UA, UB]}, meta={"difficulty": "easy"})
+    outs = {}
+    for name in ("user_avg", "item_avg"):
+        m = _method(name)
+        assert isinstance(m, pm.AverageRating) and m.name == name
+        try:
+            next(m.run(ex))
+        except StopIteration as stop:
+            outs[name] = stop.value.prediction
+    assert outs["user_avg"]["ratings"] == {"u1": 3.5, "u2": 4.25}
+    assert outs["item_avg"]["ratings"] == {"u1": 3.9, "u2": 3.9}
+    # item average: 3.9 - 3.5 = 0.4 > 3.9 - 4.25, so u1 first
+    assert outs["item_avg"]["order"] == ["u1", "u2"]
