@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import abc
+import copy
 from typing import Any, ClassVar, Iterable, Optional
 
 from omegaconf import DictConfig, OmegaConf
@@ -11,15 +12,35 @@ from recbench.schema import SampleRecord
 from recbench.types import Example, MethodGen, Outcome, SamplingParams
 
 
-def resolved(cfg: Optional[DictConfig]) -> Optional[DictConfig]:
-    """A non-struct, interpolation-free copy of a config node: cheap attribute access inside the hot loop."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    return cfg
+def with_conf_defaults(cfg: Any, group: str) -> Any:
+    """A task/method config with the top-level keys it leaves out taken from conf/<group>/<cfg.name>.yaml: a config
+    built by hand in code (only a name, say) gets the same defaults as the composed one, from YAML only."""
+    from recbench.catalogue import conf_dir, merged
+
+    name = cfg.get("name") if cfg is not None else None
+    if not name or not (conf_dir() / group / f"{name}.yaml").is_file():
+        return cfg
+    given = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    base = {k: copy.deepcopy(v) for k, v in merged(group, str(name)).items()
+            if k not in given and not (isinstance(v, str) and "${" in v)}  # interpolations need the whole config
+    return {**base, **given}
+
+
+def to_plain(node: Any) -> Any:
+    """A config node (DictConfig, Settings, or None) as built-in dicts and lists, interpolations resolved."""
+    if isinstance(node, DictConfig):
+        return OmegaConf.to_container(node, resolve=True)
+    if isinstance(node, dict):
+        return {k: to_plain(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [to_plain(v) for v in node]
+    return node
 
 
 class Settings(dict):
-    """A plain-dict copy of a config node with attribute access: methods read it per request, so it must be cheap."""
+    """A resolved plain-dict copy of a config node with attribute access (the one config wrapper of tasks and
+    methods): they read it per request, so it must be cheap; a missing key is an error naming the keys, never a
+    silent default (defaults live in conf/task and conf/method)."""
 
     def __getattr__(self, key: str) -> Any:
         try:
@@ -44,10 +65,12 @@ class Method(abc.ABC):
     needs_backend: ClassVar[bool] = True
     #: one round of requests per example whatever the answers (plan mode counts such methods exactly)
     single_round: ClassVar[bool] = False
+    #: keys a hand-built config leaves out come from conf/method/<name>.yaml (classes whose code has no defaults)
+    conf_defaults: ClassVar[bool] = False
 
     def __init__(self, task: "Task", cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None):
         self.task = task
-        self.cfg = Settings.of(cfg)
+        self.cfg = Settings.of(with_conf_defaults(cfg, "method") if self.conf_defaults else cfg)
         self.sampling_cfg = Settings.of(sampling_cfg)  # the run's `sampling` block: temperature, top_p, seed
         self._sampling_memo: dict[tuple[int, int], SamplingParams] = {}
 
@@ -87,9 +110,11 @@ class Task(abc.ABC):
     headline_metric: ClassVar[str] = "score"
     #: example-meta key of the unit that paired statistics resample (None = the example itself)
     cluster_by: ClassVar[Optional[str]] = None
+    #: keys a hand-built config leaves out come from conf/task/<name>.yaml (classes whose code has no defaults)
+    conf_defaults: ClassVar[bool] = False
 
     def __init__(self, cfg: DictConfig):
-        self.cfg = resolved(cfg)
+        self.cfg = Settings.of(with_conf_defaults(cfg, "task") if self.conf_defaults else cfg)
 
     @abc.abstractmethod
     def load(self) -> list[Example]:

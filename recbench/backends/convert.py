@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -10,6 +9,8 @@ import shutil
 import time
 from pathlib import Path
 from typing import Optional
+
+from recbench.types import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +24,7 @@ def cache_root() -> Path:
 
 
 def _gguf_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)  # recbench.types: the one file hash (memoised per path, size and mtime)
 
 
 def hf_folder_for_gguf(gguf_dir: str, gguf_file: str, dtype: str = "bfloat16", out_root: Optional[Path] = None) -> Path:

@@ -18,7 +18,7 @@ from recbench.schema import SampleRecord
 from recbench.task import Method, Task
 from recbench import metric_registry as M
 from recbench.tasks.generic import parsers as P
-from recbench.types import Example, MethodGen, Outcome, Request
+from recbench.types import Example, MethodGen, Outcome, Request, file_sha256
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
 
@@ -181,7 +181,7 @@ class GenericTask(Task):
         """Task name, data file and its hash, template hash, parser, ground truth and metrics."""
         path = self._data_path()
         return {"name": self.name, "benchmark": "generic", "data": str(path),
-                "data_sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+                "data_sha256": file_sha256(path)[:16],
                 "template_sha256": hashlib.sha256(self.template.encode()).hexdigest()[:16],
                 "parser": OmegaConf.to_container(self.parser_cfg) if isinstance(self.parser_cfg, DictConfig)
                 else dict(self.parser_cfg), "ground_truth": str(self.cfg.ground_truth),
@@ -196,7 +196,7 @@ class ZeroShot(Method):
     def run(self, example: Example) -> MethodGen:
         """Yield one request; parse the answer into an Outcome."""
         task: GenericTask = self.task  # type: ignore[assignment]
-        max_tokens = self.cfg.get("max_tokens") or task.cfg.get("max_tokens") or 16
+        max_tokens = self.cfg.max_tokens or task.cfg.get("max_tokens") or 16  # task key optional in a user YAML
         constraint = P.constraint(task.parser_cfg) if task.cfg.get("constrained") else None
         req = Request.chat(task.messages(example), self.sampling(int(max_tokens)), constraint=constraint,
                            example_id=example.id)

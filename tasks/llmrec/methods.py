@@ -23,7 +23,7 @@ ANSWER_CHOICES: dict[str, dict[str, str]] = {
 
 def _run_seed(method: Method) -> int:
     """The method's `seed` key, else the run seed (sampling.seed), else 0."""
-    if method.cfg.get("seed") is not None:
+    if method.cfg.seed is not None:
         return int(method.cfg.seed)
     return int(getattr(method, "seed", 0) or 0)
 
@@ -45,7 +45,7 @@ class ZeroShot(Method):
 
     def params(self) -> SamplingParams:
         """Explicit decoding parameters from the run's `sampling` block; max_tokens from the method, else the task."""
-        max_tokens = int(self.cfg.get("max_tokens") or self.task.cfg.get("max_tokens", 128))
+        max_tokens = int(self.cfg.max_tokens or self.task.cfg.max_tokens)
         if getattr(self, "sampling_cfg", None) is not None:
             return self.sampling(max_tokens)
         return SamplingParams(max_tokens=max_tokens, seed=_run_seed(self))
@@ -53,7 +53,7 @@ class ZeroShot(Method):
     def constraint(self) -> Optional[Constraint]:
         """A choice constraint for sub-tasks with a fixed answer set (rating: 1-5) when `constrained` is on."""
         choices = ANSWER_CHOICES.get(getattr(self.task, "subtask", ""))
-        return Constraint(kind="choice", choices=tuple(choices)) if choices and self.cfg.get("constrained", False) else None
+        return Constraint(kind="choice", choices=tuple(choices)) if choices and self.cfg.constrained else None
 
     def run(self, example: Example, order: Optional[int] = None) -> MethodGen:
         """Ask once, parse the answer; `order` k > 0 (order audit) shows the candidates in the k-th seeded permutation."""
@@ -153,7 +153,7 @@ class Lead(Method):
     def run(self, example: Example) -> MethodGen:
         """First words of the review."""
         words = re.sub(r"\s+", " ", example.data["review_text"]).strip().split(" ")
-        return Outcome(" ".join(words[: int(self.cfg.get("words", 8))]), "ok")
+        return Outcome(" ".join(words[: int(self.cfg.words)]), "ok")
         yield []  # noqa: unreachable
 
 
@@ -168,7 +168,7 @@ class _RankBaseline(Method):
         self.index = {it: j for j, it in enumerate(items)}
         rows, cols, vals = [], [], []
         self.user_row = {}
-        decay = float(self.cfg.get("recency_decay", 1.0)) if self.task.ordered_history else 1.0
+        decay = float(self.cfg.recency_decay) if self.task.ordered_history else 1.0
         for r, (u, seq) in enumerate(train.items()):
             self.user_row[u] = r
             L = len(seq)
@@ -186,7 +186,7 @@ class _RankBaseline(Method):
         cand = np.array([[self.index[c] for c in e.data["candidates"]] for e in todo], dtype=np.int64)
         urow = np.array([self.user_row[e.data["user_id"]] for e in todo], dtype=np.int64)
         scores = np.zeros(cand.shape)
-        bs = int(self.cfg.get("batch_users", 2048))
+        bs = int(self.cfg.batch_users)
         for s in range(0, len(todo), bs):
             scores[s:s + bs] = self.score_batch(urow[s:s + bs], cand[s:s + bs])
         n = max(self.task.ks)
@@ -233,7 +233,7 @@ class ItemKNN(_RankBaseline):
         S = (Xn.T @ Xn).tocsr()
         S.setdiag(0.0)
         S.eliminate_zeros()
-        k = self.cfg.get("neighbours")
+        k = self.cfg.neighbours
         if k:
             S = _top_k_per_row(S, int(k))
         self.S = S.T.tocsr()  # scores = H @ S^T : sum_j w_j * sim(candidate, j)
@@ -254,7 +254,7 @@ class PureSVD(_RankBaseline):
 
     def fit(self) -> None:
         """Top-`factors` right singular vectors of X."""
-        k = min(int(self.cfg.get("factors", 64)), min(self.X.shape) - 1)
+        k = min(int(self.cfg.factors), min(self.X.shape) - 1)
         _, _, vt = svds(self.X.astype(np.float64), k=k, random_state=_run_seed(self))
         self.V = vt.T  # items x k
 

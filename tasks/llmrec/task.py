@@ -62,12 +62,12 @@ class LLMRecTask(Task):
     def identity(self) -> dict[str, Any]:
         """Task name, LLMRec sub-task, dataset label and data location."""
         return {"name": self.cfg.name, "benchmark": "llmrec", "subtask": self.subtask,
-                "dataset": self.cfg.get("dataset"), "data_dir": str(self.cfg.data_dir)}
+                "dataset": self.cfg.dataset, "data_dir": str(self.cfg.data_dir)}
 
     def messages(self, example: Example) -> list[dict[str, str]]:
         """System + user chat messages for the zero-shot prompt."""
-        user = render(PKG, self.cfg.get("template") or self.template, **self.prompt_vars(example))
-        return [{"role": "system", "content": render(PKG, self.cfg.get("system_template", "system.j2"))},
+        user = render(PKG, self.cfg.template or self.template, **self.prompt_vars(example))
+        return [{"role": "system", "content": render(PKG, self.cfg.system_template)},
                 {"role": "user", "content": user}]
 
     def prompt_vars(self, example: Example) -> dict[str, Any]:
@@ -90,21 +90,21 @@ class _ReviewTask(LLMRecTask):
 
     def split(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(train, test) reviews: leave-last-out per user by timestamp."""
-        return leave_last_out(load_reviews(str(self.cfg.data_dir)), int(self.cfg.get("min_history", 1)))
+        return leave_last_out(load_reviews(str(self.cfg.data_dir)), int(self.cfg.min_history))
 
     def _history(self, train_by_user: dict[str, pd.DataFrame], user: str) -> list[dict[str, Any]]:
         h = train_by_user.get(user)
         if h is None:
             return []
-        n = int(self.cfg.get("history_max", 10))
-        tmax = self.cfg.get("title_max_chars")
+        n = int(self.cfg.history_max)
+        tmax = self.cfg.title_max_chars
         return [{"item_id": i, "title": _clip(t, tmax), "rating": float(r)}
                 for i, t, r in zip(h["item_id"][-n:], h["item_title"][-n:], h["rating"][-n:])] if n > 0 else []
 
     def _examples(self) -> list[Example]:
         train, test = self.split()
         by_user = {u: g for u, g in train.groupby("user_id", sort=False)}
-        tmax = self.cfg.get("title_max_chars")
+        tmax = self.cfg.title_max_chars
         out = []
         for r in test.itertuples(index=False):
             n_hist = len(by_user[r.user_id]) if r.user_id in by_user else 0  # the user's training reviews
@@ -152,7 +152,7 @@ class RatingTask(_ReviewTask):
     def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
         """mae = |clamped prediction - rating|, mse = squared error; failed parses use the fallback rating."""
         pred = outcome.prediction
-        fb = float(self.cfg.get("fallback_rating", 3.0))
+        fb = float(self.cfg.fallback_rating)
         used = fb if pred is None else M.clamp(float(pred))
         err = used - example.data["rating"]
         return {"mae": abs(err), "mse": err * err, "parsed": 0.0 if pred is None else 1.0}
@@ -162,7 +162,7 @@ class RatingTask(_ReviewTask):
         recs = list(records)
         if not recs:
             return {}
-        fb = float(self.cfg.get("fallback_rating", 3.0))
+        fb = float(self.cfg.fallback_rating)
         truth = [self.by_id[r.id].data["rating"] for r in recs]
         pred = [fb if r.prediction is None else float(r.prediction) for r in recs]
         ok = [i for i, r in enumerate(recs) if r.prediction is not None]
@@ -235,11 +235,11 @@ class ExplanationTask(_TextTask):
     def reference(self, example: Example) -> str:
         """The review's first sentence (task.reference=first_sentence, default) or whole text (=text)."""
         t = example.data["review_text"]
-        return first_sentence(t) if self.cfg.get("reference", "first_sentence") == "first_sentence" else " ".join(t.split())
+        return first_sentence(t) if self.cfg.reference == "first_sentence" else " ".join(t.split())
 
     def reference_kind(self) -> str:
         """Which part of the review text is the reference."""
-        return f"review text ({self.cfg.get('reference', 'first_sentence')})"
+        return f"review text ({self.cfg.reference})"
 
     def prompt_vars(self, example: Example) -> dict[str, Any]:
         """History, the item title and the rating to explain."""
@@ -265,7 +265,7 @@ class SummaryTask(_TextTask):
 
     def prompt_vars(self, example: Example) -> dict[str, Any]:
         """The review text (clipped to review_max_chars), item title and rating."""
-        return {"review": _clip(example.data["review_text"], self.cfg.get("review_max_chars", 1000)),
+        return {"review": _clip(example.data["review_text"], self.cfg.review_max_chars),
                 "item_title": example.data["item_title"], "rating": example.data["rating"]}
 
 
@@ -284,7 +284,7 @@ class _RankTask(LLMRecTask):
     @property
     def ks(self) -> tuple[int, ...]:
         """Cut-offs of HR@k / NDCG@k."""
-        return tuple(int(k) for k in self.cfg.get("ks", (1, 5, 10)))
+        return tuple(int(k) for k in self.cfg.ks)
 
     @functools.cached_property
     def data(self):
@@ -294,7 +294,7 @@ class _RankTask(LLMRecTask):
     @functools.cached_property
     def resolver(self) -> ItemResolver:
         """Item-name resolver over the whole catalogue."""
-        return ItemResolver(self.data.titles, float(self.cfg.get("fuzzy_cutoff", 0.85)))
+        return ItemResolver(self.data.titles, float(self.cfg.fuzzy_cutoff))
 
     def train_sequences(self) -> dict[str, tuple[str, ...]]:
         """Every user's items except the held-out test item (train + validation): what baselines are fit on."""
@@ -335,13 +335,13 @@ class _RankTask(LLMRecTask):
 
     def prompt_vars(self, example: Example) -> dict[str, Any]:
         """History (last history_max items; chronological or sorted by title) and candidates with titles."""
-        t, tmax = self.data.titles, self.cfg.get("title_max_chars")
-        n = int(self.cfg.get("history_max", 20))
+        t, tmax = self.data.titles, self.cfg.title_max_chars
+        n = int(self.cfg.history_max)
         hist = [{"id": i, "title": _clip(t[i], tmax)} for i in example.data["history"][-n:]]
         if not self.ordered_history:
             hist = sorted(hist, key=lambda h: (h["title"].lower(), h["id"]))
         return {"history": hist, "candidates": [{"id": i, "title": _clip(t[i], tmax)} for i in example.data["candidates"]],
-                "n": int(self.cfg.get("n_recommend", 10))}
+                "n": int(self.cfg.n_recommend)}
 
     def parse(self, response: Response, example: Example) -> Outcome:
         """Resolve the named items against the candidates; record hallucinated / out-of-candidate / duplicate counts."""
@@ -382,7 +382,7 @@ class _RankTask(LLMRecTask):
         return {**base, "items_named": tot, **{f"share_{k}": tot[k] / named for k in
                                       ("in_candidates", "out_of_candidate", "hallucinated", "duplicate")},
                 "answers_with_fewer_than_n_valid": sum(1 for r in recs if r.details["in_candidates"]
-                                                       < int(self.cfg.get("n_recommend", 10)))}
+                                                       < int(self.cfg.n_recommend))}
 
 
 class SequentialTask(_RankTask):

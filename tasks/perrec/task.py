@@ -1,7 +1,6 @@
 """The PerRecBench task: rank a group of users who rated the same item by their relative preference (PTC)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -17,7 +16,7 @@ from recbench.tasks.perrec.metrics import kendall_tau_legacy
 from recbench.tasks.perrec.data import add_strata, history_item_counts, item_rating_counts, load_examples, true_order
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
                                            UserAverage)
-from recbench.types import Example, Outcome
+from recbench.types import Example, Outcome, file_sha256
 
 register(
     MetricSpec("ptc", doc="Kendall tau of true vs predicted per-user ranks (a failed parse scores 0)"),
@@ -32,6 +31,7 @@ class PerRecTask(Task):
 
     benchmark_title = "PerRecBench"
     report_order = 0
+    conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
 
     @classmethod
     def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
@@ -62,7 +62,7 @@ class PerRecTask(Task):
     @property
     def released(self) -> bool:
         """True when task.format is 'released' (the official PerRecBench JSON files)."""
-        return self.cfg.get("format", "recbench") == "released"
+        return self.cfg.format == "released"
 
     def _examples(self, split: str) -> list[Example]:
         k, hmax = int(self.cfg.retrieval_k), int(self.cfg.history_max)
@@ -70,7 +70,7 @@ class PerRecTask(Task):
             from recbench.tasks.perrec.released import load_released
 
             return list(load_released(str(self.cfg.data_dir), k, hmax, split))
-        name = "groups.jsonl" if split == "test" else self.cfg.get("heldout_file") or "heldout.jsonl"
+        name = "groups.jsonl" if split == "test" else self.cfg.heldout_file
         if split != "test" and not (Path(str(self.cfg.data_dir)) / name).exists():
             return []
         return list(load_examples(str(self.cfg.data_dir), k, hmax, name))
@@ -94,7 +94,7 @@ class PerRecTask(Task):
     def profile_table(self) -> dict[str, str]:
         """Profiles from task.profile_file (keys 'user' or 'user@query_item'); the released userid2profile.json by default."""
         if self._profiles is None:
-            path = self.cfg.get("profile_file")
+            path = self.cfg.profile_file
             if path:
                 self._profiles = {str(k): str(v) for k, v in json.loads(Path(str(path)).read_text(encoding="utf-8")).items()}
             elif self.released:
@@ -146,8 +146,8 @@ class PerRecTask(Task):
         groups = root / "groups.jsonl"
         if self.released:
             groups = root / "item2group_avg_diff_sample-easy.json"
-        digest = hashlib.sha256(groups.read_bytes()).hexdigest()[:16] if groups.exists() else None
+        digest = file_sha256(groups)[:16] if groups.exists() else None
         return {"name": self.name, "data_dir": str(self.cfg.data_dir), "groups_sha256": digest,
-                "format": self.cfg.get("format", "recbench"),
+                "format": self.cfg.format,
                 "retrieval_k": int(self.cfg.retrieval_k), "profile": bool(self.cfg.profile),
-                "profile_file": self.cfg.get("profile_file"), "legacy_tau": bool(self.cfg.legacy_tau)}
+                "profile_file": self.cfg.profile_file, "legacy_tau": bool(self.cfg.legacy_tau)}

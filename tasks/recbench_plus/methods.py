@@ -15,10 +15,11 @@ class AssistantMethod(Method):
 
     name = "assistant"
     single_round = True  # one round of requests whatever the answers
+    conf_defaults = True  # a hand-built {"name": "assistant"} gets conf/method/assistant.yaml's keys
 
     def request_sampling(self) -> SamplingParams:
         """Explicit decoding parameters: the run's `sampling` block with this method's max_tokens."""
-        max_tokens = int(self.cfg.get("max_tokens", 200))
+        max_tokens = int(self.cfg.max_tokens)
         if hasattr(Method, "sampling"):  # the core Method helper (run-level temperature/top_p/seed)
             return self.sampling(max_tokens)
         return SamplingParams(max_tokens=max_tokens)
@@ -27,18 +28,18 @@ class AssistantMethod(Method):
         """System + user messages of one query (templates system.j2 / assistant.j2 unless configured)."""
         noun = example.meta.get("domain", "movie")
         history: list[str] = []
-        if self.cfg.get("with_history", False):
-            history = self.task.history_titles(example, int(self.cfg.get("history_len", 20)),
-                                               exclude_ground_truth=bool(self.cfg.get("exclude_ground_truth", True)))
-        k = int(self.cfg.get("k", 0) or 0)
-        system = render(PKG, self.cfg.get("system_template", "system.j2"), noun=noun)
-        user = render(PKG, self.cfg.get("template", "assistant.j2"), noun=noun, query=example.data["query"],
+        if self.cfg.with_history:
+            history = self.task.history_titles(example, int(self.cfg.history_len),
+                                               exclude_ground_truth=bool(self.cfg.exclude_ground_truth))
+        k = int(self.cfg.k or 0)
+        system = render(PKG, self.cfg.system_template, noun=noun)
+        user = render(PKG, self.cfg.template, noun=noun, query=example.data["query"],
                       history=history, k=k)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def run(self, example: Example) -> MethodGen:
         """Ask once; parse [SEP] titles (status ok), or a line/JSON list (repaired); keep the raw answer."""
-        if self.cfg.get("with_history", False) and not self.task.has_histories():
+        if self.cfg.with_history and not self.task.has_histories():
             raise ConfigError(f"method '{self.cfg.name}' needs user histories, but task data '{self.task.cfg.data.kind}' has none")
         req = Request.chat(self.messages(example), self.request_sampling(), example_id=example.id)
         (resp,) = yield [req]
@@ -48,7 +49,7 @@ class AssistantMethod(Method):
         else:
             parsed = parse_list(text)
             titles, status, note = (parsed.value or []), ("repaired" if parsed.ok else "failed"), parsed.note
-        k = int(self.cfg.get("k", 0) or 0)
+        k = int(self.cfg.k or 0)
         return Outcome(prediction=text, parse_status=status,
-                       details={"titles": titles, "k": k, "with_history": bool(self.cfg.get("with_history", False)),
+                       details={"titles": titles, "k": k, "with_history": bool(self.cfg.with_history),
                                 "parse_note": note})

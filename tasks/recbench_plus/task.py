@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from recbench.metric_registry import MetricSpec, register
 from recbench.kg.graph import KnowledgeGraph, display_title, split_year
 from recbench.registry import ConfigError
-from recbench.task import Task
+from recbench.task import Task, to_plain
 from recbench.tasks.recbench_plus import data as D
 from recbench.tasks.recbench_plus import metrics as M
 from recbench.tasks.recbench_plus.methods import AssistantMethod
@@ -51,10 +51,11 @@ class RecBenchPlusTask(Task):
     methods = {"assistant": AssistantMethod, "assistant_history": AssistantMethod}
     breakdown_by = ("query_type", "condition_num", "group_type")
     headline_metric = "recall"
+    conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
 
     def __init__(self, cfg: DictConfig):
         super().__init__(cfg)
-        self.name = str(cfg.get("name", self.name))
+        self.name = str(self.cfg.name)
         self.kg: Optional[KnowledgeGraph] = None
         self.histories: dict[str, list[str]] = {}
         self._resolver: Optional[M.CatalogueResolver] = None
@@ -67,8 +68,8 @@ class RecBenchPlusTask(Task):
         """Examples of the configured data kind (bundle | build | released | queries), interleaved by query type."""
         d = self.cfg.data
         kind = d.kind
-        types = list(self.cfg.get("types") or D.QUERY_TYPES)
-        domain = str(self.cfg.get("domain", "movie"))
+        types = list(self.cfg.types or D.QUERY_TYPES)
+        domain = str(self.cfg.domain)
         if kind == "bundle":
             folder = Path(d.path)
             self._set_kg(D.read_bundle_kg(folder, domain))
@@ -95,7 +96,7 @@ class RecBenchPlusTask(Task):
         else:
             raise ConfigError(f"Unknown task.data.kind '{kind}'. Valid choices: bundle, build, released, queries")
         if not examples:
-            raise ConfigError(f"task {self.name}: no queries loaded from {OmegaConf.to_container(d)}")
+            raise ConfigError(f"task {self.name}: no queries loaded from {to_plain(d)}")
         return D.interleave(examples)
 
     def _build(self, d: DictConfig, types: list[str]) -> list[Example]:
@@ -110,7 +111,7 @@ class RecBenchPlusTask(Task):
         inter = read_atomic(folder / "ml-100k.inter").rename(columns={"rating": "rating"})
         self.histories = D.histories_from_ratings(inter)
         users = read_atomic(folder / "ml-100k.user")
-        b = OmegaConf.to_container(d.get("build", {}), resolve=True) or {}
+        b = to_plain(d.build)
         ext = ExtractionConfig(**b.pop("extraction", {}))
         builder = QueryBuilder(self.kg, self.histories, BuildConfig(extraction=ext, **b), users=users)
         built = builder.build(types)
@@ -122,8 +123,7 @@ class RecBenchPlusTask(Task):
 
     def _set_kg(self, kg: KnowledgeGraph) -> None:
         self.kg = kg
-        strict = self.cfg.get("strict", {}) or {}
-        self._resolver = M.CatalogueResolver(kg, cutoff=float(strict.get("cutoff", 0.9)))
+        self._resolver = M.CatalogueResolver(kg, cutoff=float(self.cfg.strict.cutoff))
         self._titles = []
         for iid, dd in kg.iter_items():
             for t in (str(dd["title"]), display_title(str(dd["title"]))):
@@ -147,7 +147,7 @@ class RecBenchPlusTask(Task):
     # ---- scoring ----------------------------------------------------------------------------
     def threshold(self, domain: str) -> float:
         """Official fuzzy-match threshold (0.8 for both domains unless configured, see metrics module)."""
-        t = self.cfg.get("match_threshold")
+        t = self.cfg.match_threshold
         if t is None:
             return 0.8
         return float(t[domain]) if isinstance(t, (dict, DictConfig)) else float(t)
@@ -208,7 +208,7 @@ class RecBenchPlusTask(Task):
             out["cmr"] = float(off["cmr"]) if off.get("cmr", -1) != -1 else nan
         if "kg_existence" in off:
             out["kg_existence"] = float(off["kg_existence"])
-        if self._resolver is not None and (self.cfg.get("strict", {}) or {}).get("enabled", True):
+        if self._resolver is not None and self.cfg.strict.enabled:
             titles = outcome.details.get("titles")
             if titles is None:
                 titles = [t.strip() for t in text.split(M.SEP) if t.strip()]
@@ -217,8 +217,8 @@ class RecBenchPlusTask(Task):
 
     def identity(self) -> dict[str, Any]:
         """Task name, data source and types."""
-        return {"name": self.name, "data": OmegaConf.to_container(self.cfg.data, resolve=True),
-                "types": list(self.cfg.get("types") or D.QUERY_TYPES)}
+        return {"name": self.name, "data": to_plain(self.cfg.data),
+                "types": list(self.cfg.types or D.QUERY_TYPES)}
 
 
 def _as_id(item: str) -> Any:
