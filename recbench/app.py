@@ -45,8 +45,9 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     t0 = time.time()
     validate(cfg)
     config_text = OmegaConf.to_yaml(cfg, resolve=True)
-    inputs = inputs_fingerprint(config_text, OmegaConf.to_container(cfg.task, resolve=True))
+    inputs = None  # runs with a given backend object (tests, benchmarks) leave no reusable mark
     if backend is None:  # a finished run asked again: nothing to load, run or re-aggregate
+        inputs = inputs_fingerprint(config_text, OmegaConf.to_container(cfg.task, resolve=True))
         reused = _reuse_finished(cfg, run_dir, inputs, t0)
         if reused is not None:
             return reused
