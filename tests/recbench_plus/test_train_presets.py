@@ -1,4 +1,4 @@
-"""The CPU curve presets: SFT and GRPO train the same queries with the same LoRA (top 8 layers), no checkpointing."""
+"""The CPU curve presets: GRPO prompts among the SFT queries with the same LoRA (top 8 layers), no checkpointing."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,8 @@ from recbench.tasks.recbench_plus.train.common import stage_config, trainer_kwar
 def test_cpu_curve_presets_match_and_reach_the_trainer(tmp_path: Path):
     sft = stage_config("sft", ["config=recbench_plus_cpu_curve"])
     rft = stage_config("rft", ["config=recbench_plus_cpu_curve", "init=base"])
-    assert sft.max_queries == rft.max_queries == 8
+    assert rft.max_queries <= sft.max_queries == 8  # GRPO prompts are among the SFT queries
+    assert rft.prompts_per_step == 1 and rft.steps % (3 * rft.max_queries) == 0  # each third of the run = whole epochs
     assert sft.lora.target_modules == rft.lora.target_modules
     assert trainer_kwargs(sft, tmp_path)["gradient_checkpointing"] is False
     assert trainer_kwargs(stage_config("sft", []), tmp_path)["gradient_checkpointing"] is True  # trl's default kept
