@@ -12,11 +12,10 @@ from typing import Optional  # noqa: E402
 
 from recbench.report.collect import OVERALL  # noqa: E402
 from recbench.report.plots import Plot, png, row_label  # noqa: E402
+from recbench.report.published_rows import OUTSIDE_MARK, published_cells  # noqa: E402
 from recbench.report.tables import (Cell, Index, ReportView, Table, _header, _label, _row_order, cell_from,  # noqa: E402
                                     mark_best, slices_not_run)
 
-#: marks a measured cell whose published value (Tan et al. 2025) lies outside its 95% CI
-OUTSIDE_MARK = "‡"
 
 #: Table 1 of Tan et al. 2025: model rows; method x difficulty columns; average
 LAYOUT = {"methods": ["pointwise", "pairwise", "listwise"], "metric": "ptc", "slice": "difficulty",
@@ -119,17 +118,8 @@ def add_published_rows(t: Table, row_keys: list[tuple[str, str, str]], llm: pd.D
         if not by:
             continue
         any_row = True
-        pcells = []
-        for (method, value), c in zip(t.columns, cells):
-            r = by.get((method, value))
-            if r is None:
-                pcells.append(Cell(metric=metric))
-                continue
-            pcells.append(Cell(metric=metric, mean=r["published"], note=f"published: {r['paper_name']}, {r['source']}"))
-            if r["outside_ci"] and not c.missing:
-                c.ref_mark += OUTSIDE_MARK
-                c.note = (c.note + "; " if c.note else "") + f"published {r['published']:.2f} is outside this 95% CI"
-                flagged += 1
+        pcells, n = published_cells(t.columns, cells, by, lambda col: metric, fmt=".2f")
+        flagged += n
         vals = [c.mean for c in pcells[:-1]]
         pcells[-1] = Cell(metric=metric, derived=True,
                           mean=None if not vals or any(v is None for v in vals) else sum(vals) / len(vals))

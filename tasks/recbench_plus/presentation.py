@@ -9,11 +9,9 @@ from typing import Any, Optional
 import pandas as pd
 
 from recbench.report.collect import OVERALL
+from recbench.report.published_rows import OUTSIDE_MARK, published_cells
 from recbench.report.tables import (Cell, Index, ReportView, Table, _header, _row_order, _run_config, cell_from,
                                     mark_best)
-
-#: marks a measured cell whose published value lies outside its 95% CI
-OUTSIDE_MARK = "‡"
 
 LAYOUT = {"slice": "query_type", "slice_values": ["explicit", "implicit", "misinformed", "interest", "demographics"],
           "metrics": ["recall", "precision", "cmr", "ftr"],
@@ -111,17 +109,8 @@ def add_published_rows(t: Table, row_keys: list[tuple[str, str, str, str]], df: 
         if not by:
             continue
         any_row = True
-        pcells = []
-        for (qtype, metric), c in zip(t.columns, cells):
-            r = by.get((qtype, metric))
-            if r is None:
-                pcells.append(Cell(metric=metric))
-                continue
-            pcells.append(Cell(metric=metric, mean=r["published"], note=f"published: {r['paper_name']}, {r['source']}"))
-            if r["outside_ci"] and not c.missing:
-                c.ref_mark += OUTSIDE_MARK
-                c.note = (c.note + "; " if c.note else "") + f"published {r['published']:.4g} is outside this 95% CI"
-                flagged += 1
+        pcells, n = published_cells(t.columns, cells, by, lambda col: col[1])
+        flagged += n
         out.append(([f"{labels[0]} (published)"] + labels[1:], pcells))
     t.rows = out
     return flagged if any_row else None
