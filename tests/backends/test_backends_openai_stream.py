@@ -165,10 +165,12 @@ def test_reset_connections_count_and_no_request_is_sent_after_the_stop():
         b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=3, max_consecutive_failures=4, **FAST)
         with pytest.raises(BackendUnavailable, match=stub.base_url):
             b.generate(_reqs(20))
-        at_stop = stub.received
+        attempts_at_stop = b.stats["attempts"]
         time.sleep(0.3)
         b.close()
-        assert stub.received == at_stop <= b.stats["attempts"]  # some attempts die on a dropped socket unseen
+        # no attempt starts after the stop; an attempt already in flight may still reach the server a moment later
+        # (on a loaded machine), and some die on a dropped socket unseen
+        assert b.stats["attempts"] == attempts_at_stop and stub.received <= attempts_at_stop
         assert b.stats["connection_errors"] == 4 and 4 <= b.stats["attempts"] <= 4 + 3 - 1  # the rest: cancelled
 
 

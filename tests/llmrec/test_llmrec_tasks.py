@@ -48,7 +48,7 @@ def test_ranking_invalid_items_are_counted_and_failures_kept(run_cfg):
         return f"['{c[0]}', '{c[0]}', 'Glitter Unicorn Hair Dust', '{c[1]}']"
 
     metrics, recs = run_cfg(ScriptedBackend(answer), "task=llmrec_sequential", "method=zero_shot", "model=smollm2",
-                            "limit=30")
+                            "limit=30", "run.limit_strategy=first")  # the first 30 ids: every third one fails
     assert metrics["counts"]["examples"] == 30  # nothing dropped
     assert metrics["counts"]["parse_failed"] == 10
     failed = [r for r in recs if r["parse_status"] == "failed"]
@@ -99,7 +99,8 @@ def test_text_tasks_score_against_their_reference(run_cfg, kind):
     perfect = task.score(ex, Outcome(ref))
     assert perfect["bleu4"] == pytest.approx(100.0) and perfect["rougeL"] == pytest.approx(100.0)
     metrics, recs = run_cfg(ScriptedBackend(lambda r: 'Summary: "Great product, works well."\nExtra line'),
-                            f"task=llmrec_{kind}", "method=zero_shot", "model=smollm2", "limit=15")
+                            f"task=llmrec_{kind}", "method=zero_shot", "model=smollm2", "limit=15",
+                            "run.limit_strategy=first")  # the first 15 examples, as refs below
     assert all(r["prediction"] == "Great product, works well." and r["parse_status"] == "repaired" for r in recs)
     refs = [task.reference(e) for e in task.load()[:15]]
     assert metrics["extra"]["corpus_bleu4"] == pytest.approx(M.corpus_bleu4(["Great product, works well."] * 15, refs))
