@@ -20,26 +20,9 @@ from typing import Any
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from recbench.backends.base import Backend  # noqa: E402
+from recbench.testing.recording import Recording  # noqa: E402
 from recbench.testing.serve import start_vllm_server  # noqa: E402
-from recbench.types import Request, Response  # noqa: E402
-
-
-class Recording(Backend):
-    """Delegates to a backend and keeps every request it was sent (to replay them raw)."""
-
-    def __init__(self, inner: Backend):
-        self.inner, self.kind, self.batch_size = inner, inner.kind, inner.batch_size
-        self.requests: list[Request] = []
-
-    def identity(self) -> dict[str, Any]:
-        """The wrapped backend's identity."""
-        return self.inner.identity()
-
-    def generate(self, requests: list[Request]) -> list[Response]:
-        """Record, then delegate."""
-        self.requests.extend(requests)
-        return self.inner.generate(requests)
+from recbench.types import Request  # noqa: E402
 
 
 def compose(*overrides: str):

@@ -341,24 +341,7 @@ def sec_hf(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     from tests.helpers import compose_cfg
 
     from recbench.app import build_backend, run_from_config
-    from recbench.backends.base import Backend
-    from recbench.types import Request, Response
-
-    class Recording(Backend):
-        """Delegates to a backend and keeps every request it was sent."""
-
-        def __init__(self, inner: Backend):
-            self.inner, self.kind, self.batch_size = inner, inner.kind, inner.batch_size
-            self.requests: list[Request] = []
-
-        def identity(self) -> dict[str, Any]:
-            """The wrapped backend's identity."""
-            return self.inner.identity()
-
-        def generate(self, requests: list[Request]) -> list[Response]:
-            """Record, then delegate."""
-            self.requests.extend(requests)
-            return self.inner.generate(requests)
+    from recbench.testing.recording import Recording
 
     over = ["method=listwise", "run.progress=false", "cache.enabled=false", "task.difficulties=[medium]",
             f"limit={a.hf_n}", "run.limit_strategy=first"]
