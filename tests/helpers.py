@@ -34,3 +34,23 @@ def read_samples(run_dir) -> list[dict]:
             c["messages"] = call.messages
         out.append(d)
     return out
+
+
+def run_scripted(tmp_path, overrides: list[str], answer_fn) -> tuple[dict, list[dict], list]:
+    """Run the config through the loop with a ScriptedBackend answering `answer_fn(request)` into tmp_path/run:
+    (metrics.json's content, samples.jsonl's records, every request the backend was sent)."""
+    import json
+
+    from recbench.app import run_from_config
+    from tests.doubles import ScriptedBackend
+
+    cfg = compose_cfg([*overrides, f"cache.path={tmp_path / 'cache.sqlite'}"])
+    seen = []
+
+    def answer(req):
+        seen.append(req)
+        return answer_fn(req)
+
+    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(answer))
+    recs = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    return m, recs, seen

@@ -2,27 +2,14 @@
 read as its number (status ok), and method.constrained=false sends a free-text request."""
 from __future__ import annotations
 
-import json
-
-from recbench.app import run_from_config
-from tests.doubles import ScriptedBackend
-from tests.helpers import compose_cfg
+from tests.helpers import run_scripted
 
 STARS = ("1 star", "2 stars", "3 stars", "4 stars", "5 stars")
 
 
 def _run(tmp_path, answer_fn, *extra):
-    cfg = compose_cfg(["task=llmrec_rating", "method=zero_shot", "model=smollm2", "limit=6", "run.progress=false",
-                       f"cache.path={tmp_path / 'cache.sqlite'}", "run.bootstrap_resamples=50", *extra])
-    seen = []
-
-    def answer(req):
-        seen.append(req)
-        return answer_fn(req)
-
-    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(answer))
-    recs = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
-    return m, recs, seen
+    return run_scripted(tmp_path, ["task=llmrec_rating", "method=zero_shot", "model=smollm2", "limit=6", "run.progress=false",
+                         "run.bootstrap_resamples=50", *extra], answer_fn)
 
 
 def test_default_constraint_offers_star_choices_and_reads_the_number(tmp_path):

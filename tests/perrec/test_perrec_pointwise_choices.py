@@ -2,26 +2,14 @@
 as its rating (status ok) and users are ranked by rating minus their own average; free text still parses."""
 from __future__ import annotations
 
-import json
-
-from recbench.app import build_task, run_from_config
+from recbench.app import build_task
 from recbench.tasks.perrec.methods import RATING_CHOICES
-from tests.doubles import ScriptedBackend
-from tests.helpers import compose_cfg
+from tests.helpers import compose_cfg, run_scripted
 
 
 def _run(tmp_path, answer_fn, *extra):
-    cfg = compose_cfg(["task=perrec", "method=pointwise", "limit=5", "run.progress=false", "run.bootstrap_resamples=50",
-                       f"cache.path={tmp_path / 'cache.sqlite'}", *extra])
-    seen = []
-
-    def answer(req):
-        seen.append(req)
-        return answer_fn(req)
-
-    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(answer))
-    recs = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
-    return m, recs, seen
+    return run_scripted(tmp_path, ["task=perrec", "method=pointwise", "limit=5", "run.progress=false", "run.bootstrap_resamples=50",
+                         *extra], answer_fn)
 
 
 def _stars(req) -> str:
