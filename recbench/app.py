@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.backends.base import Backend
 from recbench.cache import CacheError, ResponseCache
+from recbench import derived_cache
 from recbench.config_schema import validate
 from recbench.construct import (CONFIG_MODULE, LazyBackend, build_backend, build_task, bundled_data,  # noqa: F401
                                 register_resolvers, select_examples)
@@ -44,6 +45,7 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
     t0 = time.time()
     validate(cfg)
+    derived_cache.configure(cfg.cache.derived_dir)
     config_text = OmegaConf.to_yaml(cfg, resolve=True)
     inputs = None  # runs with a given backend object (tests, benchmarks) leave no reusable mark
     if backend is None:  # a finished run asked again: nothing to load, run or re-aggregate
@@ -305,9 +307,19 @@ def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str]) -> 
         if key in groups or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
             continue
         parent = OmegaConf.select(cfg, key.rsplit(".", 1)[0]) if "." in key else cfg
-        if not isinstance(parent, DictConfig) or not OmegaConf.is_struct(parent):
+        if not isinstance(parent, DictConfig):
+            return False
+        if not OmegaConf.is_struct(parent) and not _declared_field(parent, key.rsplit(".", 1)[-1]):
             return False  # a key an open dict accepts silently: the detailed checks decide
     return True
+
+
+def _declared_field(node: DictConfig, name: str) -> bool:
+    """True when an open node is typed by a structured config (e.g. model.backend) that declares `name`."""
+    import dataclasses
+
+    t = OmegaConf.get_type(node)
+    return dataclasses.is_dataclass(t) and name in {f.name for f in dataclasses.fields(t)}
 
 
 def add_default_method(argv: list[str]) -> list[str]:

@@ -34,6 +34,8 @@ class CacheConf:
     enabled: bool = True
     # a sweep job on a cluster gets its own file (conf/hydra/job_cache/per_job.yaml sets RECBENCH_JOB_CACHE_DIR)
     path: str = "${oc.env:RECBENCH_JOB_CACHE_DIR,${oc.env:RECBENCH_CACHE_DIR,.cache}}/responses.sqlite"
+    # derived data (loaded examples, counts) keyed by the input files' bytes: a second run skips parsing (null: off)
+    derived_dir: Optional[str] = "${oc.env:RECBENCH_CACHE_DIR,.cache}/derived"
 
 
 @dataclass
@@ -129,6 +131,8 @@ class VLLMBackendConf(ModelBackendConf):
 class OpenAIBackendConf(ModelBackendConf):
     """Any OpenAI-compatible server (recbench.backends.openai.OpenAIBackend): concurrency, timeouts, retries."""
 
+    base_url: Optional[str] = None  # None: the hosted OpenAI API
+    api_key_env: Optional[str] = None  # environment variable holding the key (None: no key, a local server)
     concurrency: int = 8  # requests in flight
     timeout_s: float = 120.0
     max_retries: int = 4

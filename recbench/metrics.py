@@ -34,15 +34,19 @@ def kendall_tau_ranks(true_order: Sequence[Hashable], pred_order: Sequence[Hasha
 
 
 def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean (NaN-free input); (nan, nan) for fewer than 2 values."""
+    """Percentile bootstrap CI of the mean (NaN-free input; resampling unit: one value); (nan, nan) for fewer than 2.
+
+    The same draws and quantiles as scipy.stats.bootstrap(method="percentile", vectorized, one batch) with
+    default_rng(seed), written out because importing scipy.stats costs more start-up time than the rest of a run;
+    tests/core/test_core_metrics.py checks equality with scipy on many inputs.
+    """
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return (math.nan, math.nan)
-    from scipy import stats  # imported here: scipy.stats costs more start-up time than the rest of recbench
-
-    res = stats.bootstrap((x,), np.mean, n_resamples=n_boot, confidence_level=level, method="percentile",
-                          random_state=np.random.default_rng(seed), vectorized=True)
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    idx = np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(x[idx].mean(axis=-1), [alpha, 1 - alpha])
+    return float(lo), float(hi)
 
 
 def summarize(values: Iterable[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 config and versions, under an OS lock so one run dir has one writer. Readers use recbench.schema.read_run."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -187,15 +188,9 @@ class RunStore:
 
     def write_versions(self, extra: dict[str, Any] | None = None) -> None:
         """versions.json: python, platform, key package versions, the git commit of the checkout."""
-        pkgs = {}
-        for name in ["recbench", *recbench_requirements(), "vllm"]:
-            try:
-                pkgs[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                pass
         write_json_atomic(
             self.dir / "versions.json",
-            {"python": sys.version.split()[0], "platform": platform.platform(), "packages": pkgs,
+            {"python": sys.version.split()[0], "platform": platform.platform(), "packages": package_versions(),
              "git_commit": git_commit(), **(extra or {})},
         )
 
@@ -206,6 +201,18 @@ class RunStore:
                 f.close()
         if self._lock:
             self._lock.release()
+
+
+@functools.lru_cache(maxsize=1)
+def package_versions() -> dict[str, str]:
+    """Installed versions of recbench, the packages it declares and vllm (read once per process)."""
+    pkgs = {}
+    for name in ["recbench", *recbench_requirements(), "vllm"]:
+        try:
+            pkgs[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return pkgs
 
 
 def recbench_requirements() -> list[str]:
@@ -219,8 +226,9 @@ def recbench_requirements() -> list[str]:
     return list(dict.fromkeys(re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0] for r in reqs))
 
 
+@functools.lru_cache(maxsize=1)
 def git_commit() -> str | None:
-    """The commit of the recbench checkout, when running from one."""
+    """The commit of the recbench checkout, when running from one (read once per process)."""
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)

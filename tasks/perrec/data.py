@@ -8,12 +8,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-from rank_bm25 import BM25Okapi
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from recbench.derived_cache import disk_cached
 from recbench.registry import DataError
 from recbench.types import Example
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DIFFICULTY_BY_SIZE = {2: "easy", 3: "medium", 4: "hard"}
 
@@ -30,6 +34,8 @@ def bm25_top_k(query: str, docs: list[str], k: int) -> list[int]:
     """Indices of the k docs most relevant to the query under BM25 (ties: most recent first)."""
     if not docs:
         return []
+    from rank_bm25 import BM25Okapi
+
     bm = BM25Okapi([tokenize(d) or ["_"] for d in docs])
     scores = bm.get_scores(tokenize(query))
     order = sorted(range(len(docs)), key=lambda i: (-scores[i], -i))
@@ -40,6 +46,8 @@ def _read_table(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise FileNotFoundError(f"PerRecBench data file missing: {path}. Fix: set task.data_dir to a folder with "
                                 "items.jsonl, ratings.csv(.gz) and groups.jsonl (see data/README.md)")
+    import pandas as pd  # only when a table is parsed (the derived-data cache usually answers)
+
     return pd.read_json(path, lines=True) if path.suffix == ".jsonl" else pd.read_csv(path)
 
 
@@ -56,7 +64,17 @@ def item_average(ratings: pd.DataFrame, item: str, exclude: set[str], fallback: 
     return round(float(r.mean()), 4) if len(r) else round(float(fallback), 4)
 
 
+def _ratings_path(root: Path) -> Path:
+    return next((p for p in (root / "ratings.csv.gz", root / "ratings.csv") if p.exists()), root / "ratings.csv")
+
+
+def _example_inputs(data_dir: str, *args: Any) -> list[Path]:
+    root = Path(data_dir)
+    return [root / "items.jsonl", _ratings_path(root), root / (args[2] if len(args) > 2 else "groups.jsonl")]
+
+
 @functools.lru_cache(maxsize=8)
+@disk_cached("perrec_examples", _example_inputs)
 def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file: str = "groups.jsonl") -> tuple[Example, ...]:
     """User-group examples with per-user history (before the query time), averages and BM25-retrieved items.
 
@@ -64,7 +82,7 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
     differ from the prior-history average) and a group record item_avg_rating; otherwise they are computed."""
     root = Path(data_dir)
     items_p = root / "items.jsonl"
-    ratings_p = next((p for p in (root / "ratings.csv.gz", root / "ratings.csv") if p.exists()), root / "ratings.csv")
+    ratings_p = _ratings_path(root)
     groups_p = root / groups_file
     items = _read_table(items_p)
     _require(items, ["item_id", "title"], items_p)
@@ -154,10 +172,10 @@ def tercile(value: float, cuts: list[float], labels: tuple[str, str, str] = STRA
 
 
 @functools.lru_cache(maxsize=8)
+@disk_cached("perrec_item_counts", lambda data_dir: [_ratings_path(Path(data_dir))])
 def item_rating_counts(data_dir: str) -> dict[str, int]:
     """Ratings per item in the data folder's ratings file (the popularity of a query item)."""
-    root = Path(data_dir)
-    path = next((p for p in (root / "ratings.csv.gz", root / "ratings.csv") if p.exists()), root / "ratings.csv")
+    path = _ratings_path(Path(data_dir))
     ratings = _read_table(path)
     _require(ratings, ["item_id"], path)
     return {str(k): int(v) for k, v in ratings["item_id"].astype(str).value_counts().items()}

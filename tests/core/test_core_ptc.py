@@ -62,3 +62,20 @@ def test_fast_tau_equals_scipy_kendalltau():
             assert kendall_tau_ranks(truth, pred) == pytest.approx(ref)
             ids = [int(u[1:]) for u in truth], [int(u[1:]) for u in pred]
             assert kendall_tau_legacy(*ids) == pytest.approx(stats.kendalltau(*ids).statistic)
+
+
+def test_bootstrap_ci_equals_scipy_percentile_bootstrap():
+    """bootstrap_ci is scipy.stats.bootstrap(method="percentile") without the import: same draws, same bounds."""
+    import numpy as np
+    from scipy import stats
+
+    rng = np.random.default_rng(7)
+    cases = [[0.0, 1.0], [1.0, -1.0, 0.0], list(rng.normal(size=37)), list(rng.choice([-1.0, -1 / 3, 1 / 3, 1.0], 120)),
+             list(rng.integers(0, 2, 500).astype(float))]
+    for values in cases:
+        for n_boot, level, seed in [(1000, 0.95, 0), (200, 0.9, 3), (999, 0.99, 11)]:
+            ref = stats.bootstrap((np.asarray(values),), np.mean, n_resamples=n_boot, confidence_level=level,
+                                  method="percentile", random_state=np.random.default_rng(seed), vectorized=True)
+            got = bootstrap_ci(values, n_boot, level, seed)
+            assert got == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high), rel=1e-12, abs=1e-15)
+    assert all(math.isnan(v) for v in bootstrap_ci([1.0]))
