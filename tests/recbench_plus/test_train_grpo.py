@@ -49,3 +49,29 @@ def test_one_grpo_step_changes_the_adapter(tmp_path):
         assert rows[0][col] != "", col
     assert float(rows[0]["reward_std"]) > 0  # the group's answers differed, so the step had a learning signal
     assert info["rewards"] == [float(rows[0]["reward"])]
+    # the reward each policy earns on the RFT prompts: every answer scored by the RFT reward itself
+    from recbench.tasks.recbench_plus.train.policy_reward import run_policy_reward
+    from recbench.tasks.recbench_plus.train.records import load_part
+    from recbench.tasks.recbench_plus.train.reward import RecBenchPlusReward
+
+    res = run_policy_reward(rft, ["base", str(tmp_path / "rft")], 2, str(tmp_path / "reward.json"))
+    task, examples = load_part(rft, "train")
+    reward = RecBenchPlusReward(task, examples, OmegaConf.to_container(rft.reward))
+    for name in ("base", str(tmp_path / "rft")):
+        rows = res["answers"][name]
+        assert len(rows) == 4 * 2 and res["summary"][name]["answers"] == 8
+        assert all(r["reward"] == pytest.approx(reward.total(r["example_id"], r["answer"])) for r in rows)
+    (cmp,) = res["comparisons"]
+    assert cmp["against"] == "base" and 0 < cmp["permutation_p"] <= 1
+    assert cmp["difference"] == pytest.approx(res["summary"][cmp["policy"]]["mean_reward"] - res["summary"]["base"]["mean_reward"])
+    assert json.loads((tmp_path / "reward.json").read_text())["resampling_unit"] == "one sampled answer"
+
+
+def test_policy_comparison_matches_hand_computed_means():
+    from recbench.tasks.recbench_plus.train.policy_reward import compare
+
+    rows = lambda xs: {"rows": [{"reward": x} for x in xs], "seconds": 0}  # noqa: E731
+    (same,), (far,) = compare({"a": rows([0, 1] * 10), "b": rows([1, 0] * 10)}), \
+        compare({"a": rows([0.0] * 12), "b": rows([1.0] * 12)})
+    assert same["difference"] == 0 and same["permutation_p"] == pytest.approx(1.0)
+    assert far["difference"] == 1.0 and far["ci95"] == [1.0, 1.0] and far["permutation_p"] < 1e-3

@@ -5,6 +5,8 @@
     python -m recbench.tasks.recbench_plus.train rft init=adapters/rbp_sft out=adapters/rbp_sft_rft
     python -m recbench task=recbench_plus_ml100k_heldout model=smollm2 +model.backend.adapter=adapters/rbp_sft_rft
     python -m recbench.tasks.recbench_plus.train plot adapters/rbp_sft_rft/curve.csv curve.png
+    python -m recbench.tasks.recbench_plus.train reward adapters=[base,adapters/rbp_sft,adapters/rbp_sft_rft] \
+        samples=16 report=reward.json   # the reward each policy earns on the RFT prompts, compared to the first
 """
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from typing import Optional
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Dispatch split | sft | rft | plot."""
+    """Dispatch split | sft | rft | plot | reward."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("split", "sft", "rft", "plot"):
+    if not argv or argv[0] not in ("split", "sft", "rft", "plot", "reward"):
         print(__doc__)
         sys.exit(0 if argv and argv[0] in ("-h", "--help") else 2)
     from recbench.tasks.recbench_plus.train.common import stage_config
@@ -28,6 +30,18 @@ def main(argv: Optional[list[str]] = None) -> None:
         if len(rest) != 2:
             sys.exit("usage: python -m recbench.tasks.recbench_plus.train plot CURVE.csv OUT.png")
         print(plot_curve(rest[0], rest[1]))
+        return
+    if cmd == "reward":
+        from omegaconf import OmegaConf
+
+        from recbench.tasks.recbench_plus.train.policy_reward import run_policy_reward
+
+        own = OmegaConf.from_dotlist([a for a in rest if a.split("=", 1)[0] in ("adapters", "samples", "report")])
+        if not own.get("adapters"):
+            sys.exit("reward: give adapters=[base,<adapter folder>,...] (the first is the reference)")
+        cfg = stage_config("rft", [a for a in rest if a.split("=", 1)[0] not in ("adapters", "samples", "report")])
+        res = run_policy_reward(cfg, [str(a) for a in own.adapters], int(own.get("samples", 16)), own.get("report"))
+        print(json.dumps({"summary": res["summary"], "comparisons": res["comparisons"]}, indent=1))
         return
     if cmd == "split":
         from recbench.tasks.recbench_plus.train.records import load_part
