@@ -37,3 +37,15 @@ def test_thirds_trend_hand_computed():
 
     with pytest.raises(ValueError):
         thirds([0.1, 0.2])
+
+
+def test_block_means_and_the_smoothed_plot(tmp_path):
+    import math
+
+    from recbench.tasks.recbench_plus.train.curve import blocks, plot_curve
+
+    assert blocks([1.0, 2.0, 3.0, 4.0, math.nan, 6.0, 7.0], 3) == [2.0, 5.0, 7.0]
+    f = tmp_path / "curve.csv"
+    f.write_text("step,reward,kl\n" + "".join(f"{i},{0.1 * i},{0.01 * i}\n" for i in range(1, 7)))
+    png = plot_curve(f, tmp_path / "c.png", window=3)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

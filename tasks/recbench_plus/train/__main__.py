@@ -27,9 +27,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     if cmd == "plot":
         from recbench.tasks.recbench_plus.train.curve import plot_curve
 
-        if len(rest) != 2:
-            sys.exit("usage: python -m recbench.tasks.recbench_plus.train plot CURVE.csv OUT.png")
-        print(plot_curve(rest[0], rest[1]))
+        window = [int(a.split("=", 1)[1]) for a in rest[2:] if a.startswith("window=")]
+        if len(rest) != 2 + len(window):
+            sys.exit("usage: python -m recbench.tasks.recbench_plus.train plot CURVE.csv OUT.png [window=N]")
+        print(plot_curve(rest[0], rest[1], window=window[0] if window else 1))
         return
     if cmd == "reward":
         from omegaconf import OmegaConf

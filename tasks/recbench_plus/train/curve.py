@@ -59,8 +59,9 @@ def read_curve(path: str | Path) -> dict[str, list[float]]:
     return {c: [float(r[c]) if r[c] not in ("", None) else math.nan for r in rows] for c in cols}
 
 
-def plot_curve(path: str | Path, out: str | Path, columns: Sequence[str] = ()) -> Path:
-    """A PNG of the curve: mean reward (or loss) and each reward component per step, KL on a second axis."""
+def plot_curve(path: str | Path, out: str | Path, columns: Sequence[str] = (), window: int = 1) -> Path:
+    """A PNG of the curve: mean reward (or loss) and each reward component per step, KL on a second axis; with
+    window > 1 the steps are faint and the mean over each block of `window` steps (e.g. one epoch) is drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -70,7 +71,12 @@ def plot_curve(path: str | Path, out: str | Path, columns: Sequence[str] = ()) -
     main = list(columns) or [k for k in c if k == "reward" or k.startswith("rewards/")] or ["loss"]
     fig, ax = plt.subplots(figsize=(7, 4))
     for k in main:
-        ax.plot(c["step"], c[k], marker="o", label=k.replace("rewards/", "").replace("/mean", ""))
+        label = k.replace("rewards/", "").replace("/mean", "")
+        line, = ax.plot(c["step"], c[k], marker="o", alpha=0.3 if window > 1 else 1.0, label=None if window > 1 else label)
+        if window > 1:
+            means = blocks(c[k], window)
+            ax.plot([c["step"][min(i * window + window - 1, len(c["step"]) - 1)] for i in range(len(means))], means,
+                    color=line.get_color(), linewidth=2.5, marker="s", label=f"{label} (mean per {window} steps)")
     ax.set_xlabel("step")
     ax.legend(loc="upper left", fontsize=8)
     if "kl" in c and not columns:
@@ -95,3 +101,12 @@ def thirds(values: Sequence[float]) -> dict[str, float]:
 
     first, last = mean(values[:n]), mean(values[-n:])
     return {"steps": len(values), "third": n, "first": first, "last": last, "rise": last - first}
+
+
+def blocks(values: Sequence[float], size: int) -> list[float]:
+    """Mean of each consecutive block of `size` steps (the last block may be shorter; NaN skipped)."""
+    out = []
+    for i in range(0, len(values), size):
+        xs = [x for x in values[i:i + size] if not math.isnan(x)]
+        out.append(sum(xs) / len(xs) if xs else math.nan)
+    return out
