@@ -41,7 +41,8 @@ class AssistantMethod(Method):
         """Ask once; parse [SEP] titles (status ok), or a line/JSON list (repaired); keep the raw answer."""
         if self.cfg.with_history and not self.task.has_histories():
             raise ConfigError(f"method '{self.cfg.name}' needs user histories, but task data '{self.task.cfg.data.kind}' has none")
-        req = Request.chat(self.messages(example), self.request_sampling(), example_id=example.id)
+        req = Request.chat(self.messages(example), self.request_sampling(), example_id=example.id,
+                           adapter=self.cfg.adapter)  # a LoRA per request (vllm: enable_lora); hf: model.backend.adapter
         (resp,) = yield [req]
         text = resp.text
         if "[SEP]" in text:

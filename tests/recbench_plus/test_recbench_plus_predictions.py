@@ -53,3 +53,19 @@ def test_identical_queries_are_scored_with_their_own_answers(tmp_path):
     assert got["0-0"]["metrics"]["recall"] == 1.0 and got["0-0"]["parse_status"] == "ok"
     assert got["0-1"]["metrics"]["recall"] == 0.0 and got["0-1"]["metrics"]["ftr"] == 1.0
     assert got["0-1"]["parse_status"] == "failed"  # one title, no [SEP]: recorded, not dropped
+
+
+def test_a_configured_adapter_travels_with_every_request(tmp_path):
+    """method.adapter reaches each request (the vllm backend applies it as a per-request LoRA) and its cache key."""
+    from tests.helpers import run_scripted
+
+    m, recs, seen = run_scripted(tmp_path / "a", ["task=recbench_plus", "method=assistant", "method.adapter=rbp",
+                                                 "limit=3"], lambda r: "Title A [SEP] Title B")
+    assert len(seen) == 3 and {r.adapter for r in seen} == {"rbp"}
+    _, _, plain = run_scripted(tmp_path / "b", ["task=recbench_plus", "method=assistant", "limit=3"],
+                               lambda r: "Title A [SEP] Title B")
+    assert {r.adapter for r in plain} == {None}
+    from recbench.cache import KeyMaker
+
+    km = KeyMaker({"kind": "scripted"})
+    assert km.key(seen[0]) != km.key(next(p for p in plain if p.messages == seen[0].messages))

@@ -10,7 +10,7 @@ def test_cpu_curve_presets_match_and_reach_the_trainer(tmp_path: Path):
     sft = stage_config("sft", ["config=recbench_plus_cpu_curve"])
     rft = stage_config("rft", ["config=recbench_plus_cpu_curve", "init=base"])
     assert rft.max_queries <= sft.max_queries == 8  # GRPO prompts are among the SFT queries
-    assert rft.prompts_per_step == 1 and rft.steps % (3 * rft.max_queries) == 0  # each third of the run = whole epochs
+    assert rft.prompts_per_step == 1 and rft.steps % rft.max_queries == 0  # whole epochs: per-epoch means compare
     assert sft.lora.target_modules == rft.lora.target_modules
     assert trainer_kwargs(sft, tmp_path)["gradient_checkpointing"] is False
     assert trainer_kwargs(stage_config("sft", []), tmp_path)["gradient_checkpointing"] is True  # trl's default kept

@@ -60,11 +60,14 @@ def main(argv: Optional[list[str]] = None) -> None:
         from recbench.tasks.recbench_plus.train.rft import run_rft
 
         info = run_rft(stage_config("rft", rest))
-        from recbench.tasks.recbench_plus.train.curve import thirds
+        from recbench.tasks.recbench_plus.train.curve import blocks, thirds
 
         r = info["rewards"]
+        c = info["config"]
+        per_epoch = max(1, -(-info["train_queries"] // (int(c["prompts_per_step"]) * int(c["grad_accum"]))))  # steps
         print(json.dumps({k: info[k] for k in ("train_queries", "seconds", "init")}),
-              f"reward {r[0]:.3f} -> {r[-1]:.3f}" if r else "", json.dumps(thirds(r)) if len(r) >= 3 else "")
+              f"reward {r[0]:.3f} -> {r[-1]:.3f}" if r else "", json.dumps(thirds(r)) if len(r) >= 3 else "",
+              f"per epoch ({per_epoch} steps): {[round(x, 3) for x in blocks(r, per_epoch)]}" if r else "")
 
 
 if __name__ == "__main__":
