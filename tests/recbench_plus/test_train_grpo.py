@@ -61,7 +61,7 @@ def test_one_grpo_step_changes_the_adapter(tmp_path):
         rows = res["answers"][name]
         assert len(rows) == 4 * 2 and res["summary"][name]["answers"] == 8
         assert all(r["reward"] == pytest.approx(reward.total(r["example_id"], r["answer"])) for r in rows)
-    (cmp,) = res["comparisons"]
+    (cmp,) = res["comparisons"]  # the one pair
     assert cmp["against"] == "base" and 0 < cmp["permutation_p"] <= 1
     assert cmp["difference"] == pytest.approx(res["summary"][cmp["policy"]]["mean_reward"] - res["summary"]["base"]["mean_reward"])
     assert json.loads((tmp_path / "reward.json").read_text())["resampling_unit"] == "one sampled answer"
@@ -73,5 +73,9 @@ def test_policy_comparison_matches_hand_computed_means():
     rows = lambda xs: {"rows": [{"reward": x} for x in xs], "seconds": 0}  # noqa: E731
     (same,), (far,) = compare({"a": rows([0, 1] * 10), "b": rows([1, 0] * 10)}), \
         compare({"a": rows([0.0] * 12), "b": rows([1.0] * 12)})
-    assert same["difference"] == 0 and same["permutation_p"] == pytest.approx(1.0)
+    assert same["difference"] == 0 and same["permutation_p"] == pytest.approx(1.0) and same["holm_p"] == pytest.approx(1.0)
     assert far["difference"] == 1.0 and far["ci95"] == [1.0, 1.0] and far["permutation_p"] < 1e-3
+    three = compare({"a": rows([0.0] * 12), "b": rows([1.0] * 12), "c": rows([0.0] * 12)})
+    assert [(c["policy"], c["against"]) for c in three] == [("b", "a"), ("c", "a"), ("c", "b")]
+    assert [c["difference"] for c in three] == [1.0, 0.0, -1.0]
+    assert three[1]["holm_p"] == pytest.approx(1.0) and three[0]["holm_p"] <= 3 * three[0]["permutation_p"]

@@ -6,7 +6,7 @@
     python -m recbench task=recbench_plus_ml100k_heldout model=smollm2 +model.backend.adapter=adapters/rbp_sft_rft
     python -m recbench.tasks.recbench_plus.train plot adapters/rbp_sft_rft/curve.csv curve.png
     python -m recbench.tasks.recbench_plus.train reward adapters=[base,adapters/rbp_sft,adapters/rbp_sft_rft] \
-        samples=16 report=reward.json   # the reward each policy earns on the RFT prompts, compared to the first
+        samples=16 report=reward.json   # the reward each policy earns on the RFT prompts, every pair compared
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def main(argv: Optional[list[str]] = None) -> None:
 
         own = OmegaConf.from_dotlist([a for a in rest if a.split("=", 1)[0] in ("adapters", "samples", "report")])
         if not own.get("adapters"):
-            sys.exit("reward: give adapters=[base,<adapter folder>,...] (the first is the reference)")
+            sys.exit("reward: give adapters=[base,<adapter folder>,...] (every pair is compared)")
         cfg = stage_config("rft", [a for a in rest if a.split("=", 1)[0] not in ("adapters", "samples", "report")])
         res = run_policy_reward(cfg, [str(a) for a in own.adapters], int(own.get("samples", 16)), own.get("report"))
         print(json.dumps({"summary": res["summary"], "comparisons": res["comparisons"]}, indent=1))

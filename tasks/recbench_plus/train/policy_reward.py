@@ -1,5 +1,6 @@
 """The reward a policy earns on the RFT prompts: sample answers from the base model or an adapter with the RFT stage's
-own sampling, score them with the RFT reward, and compare policies (permutation test; resampling unit: one answer).
+own sampling, score them with the RFT reward, and compare every pair of policies (permutation test, Holm over the
+pairs; resampling unit: one sampled answer).
 
     python -m recbench.tasks.recbench_plus.train reward config=recbench_plus_cpu_curve \
         adapters=[base,adapters/sft,adapters/sft_rft] samples=16 report=reward.json
@@ -61,22 +62,28 @@ def policy_rewards(cfg: DictConfig, adapters: Sequence[str], samples: int) -> di
 
 
 def compare(rewards: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each policy against the first: mean reward difference, its 95% bootstrap CI and a two-sided permutation test."""
+    """Every pair of policies (later against earlier): mean reward difference, its 95% bootstrap CI, a two-sided
+    permutation test and the Holm-adjusted p over all pairs."""
     from scipy import stats
+    from statsmodels.stats.multitest import multipletests
 
     names = list(rewards)
-    ref = np.array([r["reward"] for r in rewards[names[0]]["rows"]])
+    arr = {n: np.array([r["reward"] for r in rewards[n]["rows"]]) for n in names}
+    diff = lambda a, b, axis=-1: np.mean(a, axis=axis) - np.mean(b, axis=axis)  # noqa: E731
     out = []
-    for name in names[1:]:
-        x = np.array([r["reward"] for r in rewards[name]["rows"]])
-        diff = lambda a, b, axis=-1: np.mean(a, axis=axis) - np.mean(b, axis=axis)  # noqa: E731
-        p = stats.permutation_test((x, ref), diff, permutation_type="independent", n_resamples=9999,
-                                   vectorized=True, random_state=np.random.default_rng(0)).pvalue
-        ci = stats.bootstrap((x, ref), diff, n_resamples=9999, vectorized=True, method="percentile",
-                             random_state=np.random.default_rng(0)).confidence_interval
-        out.append({"policy": name, "against": names[0], "mean": float(x.mean()), "against_mean": float(ref.mean()),
-                    "difference": float(x.mean() - ref.mean()), "ci95": [float(ci.low), float(ci.high)],
-                    "permutation_p": float(p), "n": [len(x), len(ref)]})
+    for i, ref in enumerate(names):
+        for name in names[i + 1:]:
+            x, y = arr[name], arr[ref]
+            p = stats.permutation_test((x, y), diff, permutation_type="independent", n_resamples=9999,
+                                       vectorized=True, random_state=np.random.default_rng(0)).pvalue
+            ci = stats.bootstrap((x, y), diff, n_resamples=9999, vectorized=True, method="percentile",
+                                 random_state=np.random.default_rng(0)).confidence_interval
+            out.append({"policy": name, "against": ref, "mean": float(x.mean()), "against_mean": float(y.mean()),
+                        "difference": float(x.mean() - y.mean()), "ci95": [float(ci.low), float(ci.high)],
+                        "permutation_p": float(p), "n": [len(x), len(y)]})
+    if out:
+        for c, adj in zip(out, multipletests([c["permutation_p"] for c in out], method="holm")[1]):
+            c["holm_p"] = float(adj)
     return out
 
 
