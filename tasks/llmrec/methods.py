@@ -20,6 +20,28 @@ from recbench.types import Constraint, Example, MethodGen, Outcome, Request, Sam
 ANSWER_CHOICES: dict[str, dict[str, str]] = {
     "rating": {"1 star": "1", "2 stars": "2", "3 stars": "3", "4 stars": "4", "5 stars": "5"}}
 
+#: LLMRec sub-tasks whose answer is a ranked list of candidate ids: with `constrained: true` each candidate is a
+#: choice, written as the start of the python list the prompt asks for ("[17,": the first id, closed by its comma), and
+#: the candidates are ranked by the likelihood of each being the answer's first item (hf reports every choice's
+#: log-likelihood). A backend that returns only the chosen choice (vLLM structured outputs) gives a one-item ranking.
+RANKED_SUBTASKS = ("sequential", "direct")
+
+
+def candidate_choice(item_id: str) -> str:
+    """The choice string of a candidate: the opening of a python list whose first item is that id."""
+    return f"[{item_id},"
+
+
+def ranking_from_choices(resp_logprobs: Optional[list], chosen: str, candidates: list[str]) -> tuple[list[str], str]:
+    """(candidate ids, best first; how the order was obtained) from a choice-constrained answer: every candidate by its
+    choice log-likelihood when the backend reports them all (ties keep the shown order), else the chosen one alone."""
+    by_choice = {candidate_choice(c): c for c in candidates}
+    scores = {d.get("choice"): d.get("logprob") for d in resp_logprobs or [] if isinstance(d, dict)}
+    if set(by_choice) <= set(scores) and all(scores[k] is not None for k in by_choice):
+        return sorted(candidates, key=lambda c: -float(scores[candidate_choice(c)])), "choice_likelihood"
+    item = by_choice.get(chosen.strip())
+    return ([item] if item is not None else []), "chosen_choice"
+
 
 def _run_seed(method: Method) -> int:
     """The method's `seed` key, else the run seed (sampling.seed), else 0."""
@@ -50,10 +72,16 @@ class ZeroShot(Method):
             return self.sampling(max_tokens)
         return SamplingParams(max_tokens=max_tokens, seed=_run_seed(self))
 
-    def constraint(self) -> Optional[Constraint]:
-        """A choice constraint for sub-tasks with a fixed answer set (rating: 1-5) when `constrained` is on."""
-        choices = ANSWER_CHOICES.get(getattr(self.task, "subtask", ""))
-        return Constraint(kind="choice", choices=tuple(choices)) if choices and self.cfg.constrained else None
+    def constraint(self, example: Optional[Example] = None) -> Optional[Constraint]:
+        """With `constrained` on: a choice constraint for sub-tasks with a fixed answer set (rating: 1-5) or, for
+        sequential/direct, one choice per candidate of the example (in the shown order)."""
+        if not self.cfg.constrained:
+            return None
+        subtask = getattr(self.task, "subtask", "")
+        if subtask in RANKED_SUBTASKS and example is not None:
+            return Constraint(kind="choice", choices=tuple(candidate_choice(c) for c in example.data["candidates"]))
+        choices = ANSWER_CHOICES.get(subtask)
+        return Constraint(kind="choice", choices=tuple(choices)) if choices else None
 
     def run(self, example: Example, order: Optional[int] = None) -> MethodGen:
         """Ask once, parse the answer; `order` k > 0 (order audit) shows the candidates in the k-th seeded permutation."""
@@ -62,14 +90,24 @@ class ZeroShot(Method):
             cands = list(example.data["candidates"])
             perm = np.random.default_rng(_seed_for(_run_seed(self), f"order{int(order)}|{example.id}")).permutation(len(cands))
             example = Example(example.id, {**example.data, "candidates": [cands[j] for j in perm]}, example.meta)
-        constraint = self.constraint()
+        constraint = self.constraint(example)
         [resp] = yield [Request.chat(self.task.messages(example), self.params(), constraint=constraint,
                                     purpose="answer", example_id=example.id)]
-        if constraint is not None:  # a chosen answer ("4 stars") is read as the value it stands for ("4")
+        how = None
+        if constraint is not None and self.task.subtask in RANKED_SUBTASKS:  # type: ignore[attr-defined]
+            ranked, how = ranking_from_choices(resp.logprobs, resp.text, list(example.data["candidates"]))
+            if ranked:  # read as the python list the prompt asks for: the top n_recommend candidate ids
+                top = ranked[: int(self.task.cfg.n_recommend)]
+                resp = dataclasses.replace(resp, text="[" + ", ".join(top) + "]")
+            else:  # an unenforced constraint (openai backend): the free-text answer is parsed as usual
+                how = "free_text"
+        elif constraint is not None:  # a chosen answer ("4 stars") is read as the value it stands for ("4")
             value = ANSWER_CHOICES[self.task.subtask].get(resp.text.strip())  # type: ignore[attr-defined]
             if value is not None:
                 resp = dataclasses.replace(resp, text=value)
         outcome = self.task.parse(resp, example)
+        if how is not None:
+            outcome.details = {**outcome.details, "ranking_from": how}
         if audited:  # the display order (slot order) and the ranking, for recbench.audit
             outcome.details = {**outcome.details, "shown": list(example.data["candidates"]),
                                "ranked": list(outcome.prediction) if outcome.prediction else None}
