@@ -21,15 +21,22 @@ from recbench.training.lora import load_base
 
 
 def sample_answers(tok: Any, lm: Any, messages: list[dict[str, str]], n: int, cfg: DictConfig, seed: int) -> list[str]:
-    """n sampled completions of one chat prompt (RFT temperature, top_p and max_completion_length)."""
+    """n sampled completions of one chat prompt, drawn as trl's GRPOTrainer draws them: its own GenerationConfig
+    (RFT temperature, top_p, max_completion_length; top_k 0 and repetition penalty 1 unless grpo_extra sets them),
+    not the model's generation defaults (transformers' top_k=50 would make every policy look better)."""
     import torch
+    from transformers import GenerationConfig
 
+    extra = cfg.get("grpo_extra") or {}
+    gen = GenerationConfig(do_sample=True, temperature=float(cfg.temperature), top_p=float(cfg.top_p),
+                           top_k=int(extra.get("top_k", 0)), repetition_penalty=float(extra.get("repetition_penalty", 1.0)),
+                           max_new_tokens=int(cfg.max_completion_length), num_return_sequences=n,
+                           pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+                           eos_token_id=tok.eos_token_id)
     torch.manual_seed(seed)
     ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
     with torch.no_grad():
-        out = lm.generate(**ids, do_sample=True, temperature=float(cfg.temperature), top_p=float(cfg.top_p),
-                          max_new_tokens=int(cfg.max_completion_length), num_return_sequences=n,
-                          pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+        out = lm.generate(**ids, generation_config=gen)
     start = ids["input_ids"].shape[1]
     return [tok.decode(o[start:], skip_special_tokens=True) for o in out]
 
