@@ -34,3 +34,11 @@ def test_lora_regex_targets_only_the_top_layers():
     assert kinds == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
     model(torch.tensor([[1, 2, 3]]), labels=torch.tensor([[1, 2, 3]])).loss.backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_cpu_curve_rft_samples_without_dropout(tmp_path: Path):
+    from recbench.tasks.recbench_plus.train.rft import grpo_args
+
+    rft = stage_config("rft", ["config=recbench_plus_cpu_curve", "init=base"])
+    assert grpo_args(rft, tmp_path, [1.0, 0.5, 0.2, 0.5]).disable_dropout is True
+    assert grpo_args(stage_config("rft", []), tmp_path, [1.0]).disable_dropout is False  # trl's default elsewhere
