@@ -10,9 +10,9 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from recbench import derived_cache
 from recbench.backends.base import Backend
 from recbench.cache import CacheError, ResponseCache
-from recbench import derived_cache
 from recbench.config_schema import validate
 from recbench.construct import (CONFIG_MODULE, LazyBackend, build_backend, build_task, bundled_data,  # noqa: F401
                                 register_resolvers, select_examples)
