@@ -130,8 +130,10 @@ def sec_reference(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     from recbench.testing.openai_stub import start_stub_process
 
     limit = a.ref_limit
+    from recbench import derived_cache
+
     shared = tmp / "ref_shared_cache"  # derived data only: each recbench run below gets an empty response cache
-    os.environ["RECBENCH_CACHE_DIR"] = str(shared)
+    derived_cache.configure(shared / "derived")  # where the in-process warm-up below writes
     derived = [f"cache.derived_dir={shared / 'derived'}"]
     ref_args = ["--limit", str(limit)] if limit else []
     with start_stub_process(latency_s=0.2) as stub:

@@ -68,9 +68,9 @@ def _ratings_path(root: Path) -> Path:
     return next((p for p in (root / "ratings.csv.gz", root / "ratings.csv") if p.exists()), root / "ratings.csv")
 
 
-def _example_inputs(data_dir: str, *args: Any) -> list[Path]:
+def _example_inputs(data_dir: str, retrieval_k: int, history_max: int, groups_file: str = "groups.jsonl") -> list[Path]:
     root = Path(data_dir)
-    return [root / "items.jsonl", _ratings_path(root), root / (args[2] if len(args) > 2 else "groups.jsonl")]
+    return [root / "items.jsonl", _ratings_path(root), root / groups_file]
 
 
 @functools.lru_cache(maxsize=8)

@@ -94,19 +94,15 @@ def thirds(values: Sequence[float]) -> dict[str, float]:
     n = len(values) // 3
     if n == 0:
         raise ValueError(f"need at least 3 steps for a trend, got {len(values)}")
-
-    def mean(xs: Sequence[float]) -> float:
-        xs = [x for x in xs if not math.isnan(x)]
-        return sum(xs) / len(xs) if xs else math.nan
-
-    first, last = mean(values[:n]), mean(values[-n:])
+    first, last = _nanmean(values[:n]), _nanmean(values[-n:])
     return {"steps": len(values), "third": n, "first": first, "last": last, "rise": last - first}
 
 
 def blocks(values: Sequence[float], size: int) -> list[float]:
     """Mean of each consecutive block of `size` steps (the last block may be shorter; NaN skipped)."""
-    out = []
-    for i in range(0, len(values), size):
-        xs = [x for x in values[i:i + size] if not math.isnan(x)]
-        out.append(sum(xs) / len(xs) if xs else math.nan)
-    return out
+    return [_nanmean(values[i:i + size]) for i in range(0, len(values), size)]
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    xs = [x for x in values if not math.isnan(x)]
+    return sum(xs) / len(xs) if xs else math.nan

@@ -72,7 +72,8 @@ def compare(rewards: dict[str, Any]) -> list[dict[str, Any]]:
     """Every pair of policies (later against earlier): mean reward difference, its 95% bootstrap CI, a two-sided
     permutation test and the Holm-adjusted p over all pairs."""
     from scipy import stats
-    from statsmodels.stats.multitest import multipletests
+
+    from recbench.stats import adjust
 
     names = list(rewards)
     arr = {n: np.array([r["reward"] for r in rewards[n]["rows"]]) for n in names}
@@ -88,9 +89,8 @@ def compare(rewards: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({"policy": name, "against": ref, "mean": float(x.mean()), "against_mean": float(y.mean()),
                         "difference": float(x.mean() - y.mean()), "ci95": [float(ci.low), float(ci.high)],
                         "permutation_p": float(p), "n": [len(x), len(y)]})
-    if out:
-        for c, adj in zip(out, multipletests([c["permutation_p"] for c in out], method="holm")[1]):
-            c["holm_p"] = float(adj)
+    for c, adj in zip(out, adjust([c["permutation_p"] for c in out], "holm")[0]):
+        c["holm_p"] = float(adj)
     return out
 
 
