@@ -19,6 +19,8 @@ from recbench.construct import (CONFIG_MODULE, LazyBackend, build_backend, build
 from recbench.registry import ConfigError, DataError, suggest
 from recbench.runstore import RunDirInUse, RunStore, inputs_fingerprint, mark_finished, reuse_finished
 from recbench.schema import RunResult, SchemaError
+from recbench.summary import (PSEUDO_METRICS, REPAIRED_LEGEND, fallback_note, print_summary,  # noqa: F401
+                              selection_line)
 
 log = logging.getLogger("recbench")
 
@@ -118,108 +120,6 @@ def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str],
         cost = (run_cost(price, 0, 0) or {}).get("total")
     inv = {**vars(LoopStats(wall_time_s=time.time() - t0)), "total_wall_time_s": time.time() - t0, "model_loaded": False}
     return reuse_finished(run_dir, inputs, inv, cost)
-
-
-#: metrics kept in samples.jsonl but not shown in metric tables (bookkeeping, not a score)
-PSEUDO_METRICS = ("parsed",)
-
-#: what "repaired" means, under every terminal table
-REPAIRED_LEGEND = ("repaired = answers read after a fix-up by the method's parser (e.g. an echoed scale or extra text "
-                   "removed, a near-miss title matched); they count as parsed, failures as not")
-
-
-def fallback_note(metrics: dict[str, Any], name: str) -> str:
-    """' (3 of 3 fallback)' for a metric scored with the task's fallback value on failed answers, else ''."""
-    n_fb = (metrics.get("extra") or {}).get("n_fallback")
-    if not n_fb or name.endswith("_parsed") or name in PSEUDO_METRICS:
-        return ""
-    return f" ({int(n_fb)} of {metrics['counts']['examples']} fallback)"
-
-
-def _run_files(metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(config.yaml, versions.json) of the run dir, or empty dicts where they cannot be read."""
-    import json
-
-    import yaml
-
-    d = Path(str(metrics.get("run_dir", "")))
-    try:
-        cfg = yaml.safe_load((d / "config.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        cfg = {}
-    try:
-        versions = json.loads((d / "versions.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        versions = {}
-    return cfg, versions
-
-
-def selection_line(metrics: dict[str, Any], cfg: dict[str, Any]) -> str:
-    """Which examples the run evaluated: all, or `limit` chosen by run.limit_strategy (stratified by which key)."""
-    limit = cfg.get("limit")
-    if limit is None:
-        return f"examples: all {metrics['counts']['examples']}"
-    strategy = (cfg.get("run") or {}).get("limit_strategy", "first")
-    how = {"first": "the first in file order", "random": f"at random (seed {cfg.get('seed', 0)})"}.get(strategy)
-    if how is None:
-        keys = list(metrics.get("breakdown") or {})
-        how = f"stratified by {keys[0]}" if keys else "stratified"
-        if keys:
-            sizes = ", ".join(f"{v}: {b.get('n', '?')}" for v, b in metrics["breakdown"][keys[0]].items())
-            how += f" ({sizes})"
-    return f"examples: limit={limit}, chosen {how} (run.limit_strategy={strategy})"
-
-
-def print_summary(metrics: dict[str, Any]) -> None:
-    """A result table on the terminal: headline and other metrics with CI, counts, parse failures, cache use."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    c = metrics["counts"]
-    inv = metrics["this_invocation"]
-    cfg, versions = _run_files(metrics)
-    title = f"{metrics['task']['name']} | model={metrics['model']} | method={metrics['method']}"
-    t = Table(title=title)
-    for col in ("slice", "metric", "mean", "95% CI", "n"):
-        t.add_column(col)
-
-    def rows(slice_name: str, block: dict[str, Any], note: bool) -> None:
-        for name, s in block.items():
-            if name in PSEUDO_METRICS:
-                continue
-            mean = "—" if s["mean"] is None or s["mean"] != s["mean"] else f"{s['mean']:.4f}"
-            ci = "—" if s["ci_low"] is None or s["ci_low"] != s["ci_low"] else f"[{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
-            t.add_row(slice_name, name, mean + (fallback_note(metrics, name) if note else ""), ci, str(s["n"]))
-
-    rows("all", metrics["metrics"], True)
-    for key, vals in metrics["breakdown"].items():
-        for v, b in vals.items():
-            rows(f"{key}={v}", b["metrics"], False)
-    con = Console(width=max(110, Console().width))
-    con.print(t)
-    identity = versions.get("backend_identity") or {}
-    calls = (f"answers read from file {inv['backend_calls']}" if identity.get("kind") == "predictions"
-             else f"backend calls {inv['backend_calls']}")
-    extra = metrics.get("extra") or {}
-    fb = ""
-    if extra.get("n_fallback"):
-        fb = (f"\nfallback: {extra['n_fallback']} of {c['examples']} failed answers scored as "
-              f"{extra.get('fallback_rating', 'the fallback value')} (metrics marked 'fallback'; *_parsed metrics "
-              "leave them out)")
-    con.print(escape(
-        f"{REPAIRED_LEGEND}{fb}\n"
-        f"examples {c['examples']} | parsed {c['parsed']} | parse failures {c['parse_failed']} "
-        f"({(c['parse_failure_rate'] or 0):.1%}) | repaired {c['parse_repaired']} | backend errors {c['backend_errors']}\n"
-        f"{selection_line(metrics, cfg)}\n"
-        f"this run: {calls} | cache hits {inv['cache_hits']} | "
-        f"skipped (already finished) {inv['examples_skipped']} | wall {inv['total_wall_time_s']:.1f}s\n"
-        f"run dir: {metrics['run_dir']}"
-    ))
-    if c.get("model_calls") and c.get("finish_length", 0) > 0.2 * c["model_calls"]:
-        con.print(f"[yellow]warning: {c['finish_length']} of {c['model_calls']} answers "
-                  f"({c['finish_length'] / c['model_calls']:.0%}) hit the token limit (finish_reason=length): "
-                  "raise method.max_tokens[/yellow]")
 
 
 # ---- friendly validation of command-line overrides ---------------------------------------------
@@ -450,7 +350,7 @@ def main() -> None:
                   file=sys.stderr)
             codes.append(EXIT_CANNOT_RUN)
             return None
-        print_summary(metrics)
+        print_summary(metrics, brief=in_sweep)  # a sweep ends with one table of all its runs
         code = exit_code(metrics)
         codes.append(code)
         if code == EXIT_INCOMPLETE:

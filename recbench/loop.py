@@ -250,7 +250,7 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
     status = Counter(r.parse_status for r in records)
     breakdown: dict[str, dict[str, SliceResult]] = {}
     for key in task.breakdown_by:
-        values = sorted({str(r.meta.get(key)) for r in records if key in r.meta})
+        values = task.slice_values(key, {str(r.meta.get(key)) for r in records if key in r.meta})
         breakdown[key] = {v: SliceResult(n=len(sub), metrics=block(sub)) for v in values
                           for sub in [[r for r in records if str(r.meta.get(key)) == v]]}
     calls = [c for r in records for c in r.calls]

@@ -37,6 +37,15 @@ def to_plain(node: Any) -> Any:
     return node
 
 
+def _natural(value: str) -> tuple[int, float, str]:
+    """Sort key: finite numbers by value first, then text."""
+    try:
+        x = float(value)
+    except ValueError:
+        return (1, 0.0, value)
+    return (0, x, value) if abs(x) < float("inf") else (1, 0.0, value)
+
+
 class Settings(dict):
     """A resolved plain-dict copy of a config node with attribute access (the one config wrapper of tasks and
     methods): they read it per request, so it must be cheap; a missing key is an error naming the keys, never a
@@ -108,6 +117,8 @@ class Task(abc.ABC):
     breakdown_by: ClassVar[tuple[str, ...]] = ()
     #: the metric named first in reports
     headline_metric: ClassVar[str] = "score"
+    #: breakdown values in the task's own order per key (difficulty: easy, medium, hard); the rest follow naturally
+    breakdown_order: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: example-meta key of the unit that paired statistics resample (None = the example itself)
     cluster_by: ClassVar[Optional[str]] = None
     #: keys a hand-built config leaves out come from conf/task/<name>.yaml (classes whose code has no defaults)
@@ -123,6 +134,12 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
         """Per-example metrics (numbers; NaN means undefined and is excluded from means)."""
+
+    def slice_values(self, key: str, values: Iterable[str]) -> list[str]:
+        """Breakdown values of `key` in display order: breakdown_order first, then numbers by value, then text."""
+        declared = list(self.breakdown_order.get(key, ()))
+        present = set(values)
+        return [v for v in declared if v in present] + sorted(present - set(declared), key=_natural)
 
     def make_method(self, method_cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None) -> Method:
         """Instantiate the method class named by method.kind (variants such as a CoT or few-shot version of a

@@ -28,11 +28,17 @@ class ReportCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Write the report; a failure is logged, never raised (the sweep's results are already on disk)."""
         _LAST["sweep_dir"] = Path(str(config.hydra.sweep.dir))
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        try:  # one side-by-side table of the sweep's runs (each job printed one line)
+            from recbench.summary import print_sweep
+
+            print_sweep(sweep_dir)
+        except Exception as e:  # noqa: BLE001 - like the report, the table must not fail a finished sweep
+            log.error("sweep table failed: %s", e)
         if not self.enabled:
             return
         from recbench.report.writer import write_report
 
-        sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
             bound = float(OmegaConf.select(config, "report.max_parse_failure_rate", default=0.5))
             written = write_report([sweep_dir], sweep_dir / self.out_subdir, title=self.title, formats=self.formats,
@@ -40,6 +46,4 @@ class ReportCallback(Callback):
         except Exception as e:  # noqa: BLE001 - reporting must not turn a finished sweep into a failure
             log.error("sweep report failed: %s (rerun: python -m recbench.report %s)", e, sweep_dir)
             return
-        msg = f"sweep report: {written.get('html') or written.get('md')}"
-        log.info(msg)
-        print(msg)
+        print(f"sweep report: {written.get('html') or written.get('md')}")  # printed once (not logged as well)

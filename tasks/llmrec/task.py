@@ -40,6 +40,10 @@ register(
 PKG = "recbench.tasks.llmrec"
 
 
+#: history length buckets of history_bucket, shortest first
+HISTORY_BUCKETS = ("<=4", "5-9", "10+")
+
+
 def history_bucket(n: int) -> str:
     """History length bucket of a user: <=4, 5-9 or 10+ items."""
     return "<=4" if n <= 4 else "5-9" if n <= 9 else "10+"
@@ -55,6 +59,7 @@ class LLMRecTask(Task):
 
     benchmark_title = "LLMRec"
     report_order = 2
+    breakdown_order = {"history": HISTORY_BUCKETS, "popularity": ("low", "mid", "high")}
 
     subtask: ClassVar[str] = ""
     template: ClassVar[str] = ""

@@ -17,6 +17,7 @@ from recbench.tasks.perrec.data import add_strata, history_item_counts, item_rat
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
                                            UserAverage)
 from recbench.types import Example, Outcome, file_sha256
+from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE, HISTORY_LABELS, STRATA_LABELS
 
 register(
     MetricSpec("ptc", doc="Kendall tau of true vs predicted per-user ranks (a failed parse scores 0)"),
@@ -51,6 +52,8 @@ class PerRecTask(Task):
     methods = {m.name: m for m in (Pointwise, Pairwise, Listwise, RandomOrder, BM25History, UserAverage, ItemAverage)}
     # difficulty first (the primary slice, and what run.limit_strategy=stratified balances); then the strata
     breakdown_by = ("difficulty", "popularity", "history")
+    breakdown_order = {"difficulty": tuple(DIFFICULTY_BY_SIZE.values()), "popularity": STRATA_LABELS,
+                       "history": HISTORY_LABELS}
     headline_metric = "ptc"
 
     def __init__(self, cfg):

@@ -50,6 +50,7 @@ class RecBenchPlusTask(Task):
     name = "recbench_plus"
     methods = {"assistant": AssistantMethod, "assistant_history": AssistantMethod}
     breakdown_by = ("query_type", "condition_num", "group_type")
+    breakdown_order = {"query_type": tuple(D.QUERY_TYPES)}
     headline_metric = "recall"
     conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
 
