@@ -100,7 +100,13 @@ class LazyBackend:
     def __call__(self) -> Backend:
         """The backend, built now if it was not yet; its identity must equal the one keys were made with."""
         if self._backend is None:
+            import time
+
+            from recbench.progress import announce_start
+
+            t0 = time.monotonic()
             self._backend = build_backend(self.cfg)
+            announce_start(self.cfg, time.monotonic() - t0)  # the line that says which model started, in how long
             if self._identity is not None and self._backend.identity() != self._identity:
                 raise RuntimeError(f"{type(self._backend).__name__}.static_identity differs from identity(): "
                                    f"{self._identity} vs {self._backend.identity()}")

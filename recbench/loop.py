@@ -101,22 +101,24 @@ class EvalLoop:
         self._waiting: dict[str, list[tuple[_Active, int]]] = {}  # key -> slots waiting for its answer
         self._finished: list[SampleRecord] = []
         self._sent: dict[int, str] = {}  # id(request) -> cache key, for requests handed to the backend
-        from tqdm.auto import tqdm  # imported when something runs (a finished rerun never gets here)
+        from recbench.progress import RequestProgress, single_round  # tqdm: only when something runs
 
-        self._bar = tqdm(total=len(todo), desc=f"{self.task.name}/{self.method.name}", unit="ex",
-                         disable=not self.progress, smoothing=0.05)
+        self._progress = RequestProgress(f"{self.task.name}/{self.method.name}", len(todo),
+                                         exact=single_round(self.method), enabled=self.progress)
         try:
             self._settle()
             if self._ready:
-                backend = self.backend
+                backend = self.backend  # built here on the first cache miss (it says so, with its load time)
                 if backend is None:
                     raise RuntimeError(f"method '{self.method.name}' asked a model but no backend is configured")
+                # every request is known now when the method has one round and every example is in progress
+                self._progress.start(self.stats.backend_calls + len(self._ready), all_known=not self._todo)
                 backend.stream(self._next_requests, self._on_response)
             if self._waiting or self._ready or self._todo or self._active:
                 raise RuntimeError(f"loop ended with {self._active} examples unfinished (a backend returned early)")
         finally:
             self._flush()
-            self._bar.close()
+            self._progress.close()
             self.stats.wall_time_s += time.time() - t0
         return self.stats
 
@@ -160,6 +162,7 @@ class EvalLoop:
                     self._ready.append((k, act.pending[i]))
             self._admit()
         self._flush()
+        self._progress.grow(self.stats.backend_calls + len(self._ready))  # later rounds add requests
 
     def _fill(self, act: _Active, i: int, key: str, resp: Response) -> None:
         act.answers[i] = resp
@@ -193,7 +196,7 @@ class EvalLoop:
         for act, i in self._waiting.pop(key, []):
             self._fill(act, i, key, resp)
         self._settle()
-        self._bar.set_postfix(requests=self.stats.backend_calls, refresh=False)
+        self._progress.request_answered()
 
     # ---- records ---------------------------------------------------------------------------------
     def _call_record(self, req: Request, key: str, resp: Response) -> CallRecord:
@@ -214,7 +217,7 @@ class EvalLoop:
                                            metrics=metrics, calls=act.calls))
         self.stats.examples_finished += 1
         self._active -= 1
-        self._bar.update(1)
+        self._progress.example_done()
 
     def _flush(self) -> None:
         """Write the examples finished in this step (one write, crash-safe: whole lines only)."""
@@ -226,7 +229,7 @@ class EvalLoop:
         act.gen.close()
         self.stats.backend_errors += 1
         self._active -= 1
-        self._bar.update(1)
+        self._progress.example_done()
         self.store.append_error(ErrorRecord(id=act.example.id, error=error, calls=act.calls))
         log.warning("example %s abandoned after backend error (retried on rerun): %s", act.example.id, error)
 
