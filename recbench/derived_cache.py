@@ -1,6 +1,7 @@
-"""On-disk cache of data derived from input files (loaded examples, rating counts), so that a second run on the same
-data skips parsing, pandas and retrieval. An entry is keyed by the input files' bytes, the arguments and the source
-of the module that builds it; a missing, stale or unreadable entry is rebuilt, never trusted."""
+"""On-disk cache of data derived from input files (loaded examples, rating counts, de-quantized model weights), so
+that a second run on the same data skips parsing, pandas, retrieval and GGUF conversion. An entry is keyed by the
+input files' bytes, the arguments and the source of the module that builds it; a missing, stale or unreadable entry
+is rebuilt, never trusted."""
 from __future__ import annotations
 
 import functools
@@ -10,6 +11,7 @@ import json
 import logging
 import os
 import pickle
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, TypeVar
@@ -93,3 +95,65 @@ def _write_atomic(path: Path, obj: Any) -> None:
         log.warning("derived-data cache %s not written (%s)", path.parent, e)
         if tmp:
             Path(tmp).unlink(missing_ok=True)
+
+
+MANIFEST = ".recbench-manifest.json"
+
+
+def folder_entry(kind: str, args: tuple, inputs: list[Path], sources: tuple[str, ...],
+                 build: Callable[[Path], None]) -> Optional[Path]:
+    """A folder that build(folder) fills once, kept in the cache under `kind-key` (None when the cache is off or
+    cannot be written). It is written under a temporary name and renamed when complete, its manifest listing every
+    file and size last; an entry whose manifest or files do not match (torn, truncated, edited) is rebuilt."""
+    d = cache_dir()
+    if d is None:
+        return None
+    dest = d / f"{kind}-{entry_key(kind, args, inputs, sources)}"
+    if folder_complete(dest):
+        return dest
+    from filelock import FileLock
+
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(d / f".{dest.name}.lock"))
+        lock.acquire()
+    except OSError as e:
+        log.warning("derived-data cache %s not writable (%s): not cached", d, e)
+        return None
+    try:  # one builder at a time (parallel jobs); a killed holder's lock is released by the OS
+        if folder_complete(dest):
+            return dest
+        for stale in [dest, *d.glob(f"{dest.name}.tmp*")]:  # a torn entry, a crashed build's leftovers
+            if stale.exists():
+                log.warning("derived-data cache entry %s incomplete: rebuilt", stale)
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(dir=d, prefix=f"{dest.name}.tmp"))
+        try:
+            build(tmp)
+            files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+            (tmp / MANIFEST).write_text(json.dumps({"kind": kind, "files": files}, indent=1))
+            os.rename(tmp, dest)
+        except OSError as e:
+            log.warning("derived-data cache entry %s not written (%s)", dest, e)
+            return None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return dest
+    finally:
+        lock.release()
+
+
+def folder_complete(path: Path) -> bool:
+    """True when a folder entry's manifest is readable and every file it lists is there at its size."""
+    try:
+        files = json.loads((path / MANIFEST).read_text())["files"]
+        return all((path / name).stat().st_size == size for name, size in files.items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def discard(path: Path) -> None:
+    """Remove a folder entry found unusable, so the next folder_entry call rebuilds it."""
+    log.warning("derived-data cache entry %s unreadable: rebuilt", path)
+    (path / MANIFEST).unlink(missing_ok=True)
+    shutil.rmtree(path, ignore_errors=True)
