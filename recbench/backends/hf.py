@@ -112,23 +112,46 @@ def remember_fingerprint(model_dir: str, gguf_file: Optional[str], revision: Opt
 
 
 @contextmanager
-def quiet_gguf(label: str) -> Iterator[None]:
-    """One status line instead of transformers' per-tensor "Converting and de-quantizing GGUF tensors" bars."""
+def _gguf_bars_off() -> Iterator[None]:
+    """Silence transformers' per-tensor "Converting and de-quantizing GGUF tensors" bars."""
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
     bar = gguf_utils.tqdm
     gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
+
+
+@contextmanager
+def quiet_gguf(label: str) -> Iterator[None]:
+    """One status line instead of transformers' per-tensor "Converting and de-quantizing GGUF tensors" bars."""
     t0 = time.time()
     sys.stderr.write(f"recbench: loading GGUF {label} (de-quantizing) ... ")
     sys.stderr.flush()
     ok = False
     try:
-        yield
+        with _gguf_bars_off():
+            yield
         ok = True
     finally:
-        gguf_utils.tqdm = bar
         sys.stderr.write(f"{'done' if ok else 'failed'} in {time.time() - t0:.1f} s\n")
         sys.stderr.flush()
+
+
+def _status(line: str) -> None:
+    """One whole status line on stderr, written above any progress bar on screen."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+
+
+def _from_folder(folder: Path, dtype: Any) -> tuple[Any, Any]:
+    """Tokenizer and model from a plain HF folder (the converted GGUF)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
 
 
 def weights_fingerprint(model_dir: str, gguf_file: Optional[str]) -> str:
@@ -182,6 +205,7 @@ class HFBackend(Backend):
         self.name = name or model or package
         if threads:
             torch.set_num_threads(threads)
+        self.load_info: dict[str, Any] = {"how": "already loaded in this process", "seconds": 0.0}
         self.tokenizer, self.model = self._load()
         gen_eos = self.model.generation_config.eos_token_id
         self._eos_ids = {self.tokenizer.eos_token_id} | set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else [])
@@ -191,24 +215,17 @@ class HFBackend(Backend):
         key = (self.model_dir, self.gguf_file, self.revision, self.dtype_name, self.device, self.adapter)
         if key in _LOADED:
             return _LOADED[key]
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        t0 = time.time()
+        from transformers import PreTrainedModel  # noqa: F401 - the bulk of transformers' import, timed apart
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # per-tensor conversion bars; recbench shows its own progress
-        t0 = time.time()
-        kw: dict[str, Any] = {}
-        if self.gguf_file:
-            kw["gguf_file"] = self.gguf_file
-        if self.revision:
-            kw["revision"] = self.revision
-        if self.gguf_file:
-            with quiet_gguf(self.gguf_file):
-                tok = AutoTokenizer.from_pretrained(self.model_dir, **kw)
-                model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype_name), **kw)
-        else:
-            tok = AutoTokenizer.from_pretrained(self.model_dir, **kw)
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype_name), **kw)
+        import_s = time.time() - t0
+        # a GGUF is de-quantized once per file into the derived-data cache, then read as a plain folder
+        cached = self._load_cached_gguf() if self.gguf_file else None
+        tok, model, how, folder = cached if cached is not None else (*self._load_direct(), "", None)
+        if self.gguf_file and cached is None:
+            how = "GGUF de-quantized; derived-data cache off"
         if self.adapter:
             from peft import PeftModel
 
@@ -219,9 +236,67 @@ class HFBackend(Backend):
             tok.pad_token = tok.eos_token
         if not getattr(tok, "chat_template", None):
             raise RuntimeError(f"model '{self.model_dir}' has no chat template; recbench sends chat requests only")
-        log.info("loaded %s (%s) in %.1fs on %s", self.model_dir, self.gguf_file or "", time.time() - t0, self.device)
+        total = time.time() - t0
+        self.load_info = {"how": how, "seconds": round(total, 2), "import_s": round(import_s, 2), "folder": folder}
+        _status(f"recbench: loaded {self.name}{f' ({how})' if how else ''} in {total:.1f} s"
+                + (f", of which {import_s:.1f} s importing transformers" if import_s >= 0.1 else ""))
+        log.debug("loaded %s (%s) from %s in %.1fs on %s", self.model_dir, self.gguf_file or "",
+                  folder or self.model_dir, total, self.device)  # the status line above says it on screen
         _LOADED[key] = (tok, model)
         return tok, model
+
+    def _load_direct(self) -> tuple[Any, Any]:
+        """Tokenizer and model from model_dir (a folder or hub id), or de-quantized from its GGUF file."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+        kw: dict[str, Any] = {"revision": self.revision} if self.revision else {}
+        dtype = getattr(torch, self.dtype_name)
+        if not self.gguf_file:
+            return (AutoTokenizer.from_pretrained(self.model_dir, **kw),
+                    AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype, **kw))
+        with _gguf_bars_off():  # dense weights, as in the cached folder (recbench.backends.convert)
+            tok = AutoTokenizer.from_pretrained(self.model_dir, gguf_file=self.gguf_file, **kw)
+            model = AutoModelForCausalLM.from_pretrained(
+                self.model_dir, gguf_file=self.gguf_file, dtype=dtype,
+                quantization_config=GgufConfig(gguf_file=self.gguf_file, dequantize=True), **kw)
+        return tok, model
+
+    def _load_cached_gguf(self) -> Optional[tuple[Any, Any, str, str]]:
+        """(tokenizer, model, how, folder) from the GGUF's converted folder in the derived-data cache, converting it
+        first when absent; a folder that fails to load is discarded and rebuilt once. None when that cache is off."""
+        import torch
+        from recbench.backends.convert import derived_hf_folder
+        from recbench.derived_cache import discard
+
+        converted: list[bool] = []
+        convert = functools.partial(derived_hf_folder, self.model_dir, self.gguf_file, self.dtype_name,
+                                    functools.partial(self._converting, converted))
+        dtype = getattr(torch, self.dtype_name)
+        folder = convert()
+        if folder is None:
+            return None
+        try:
+            tok, model = _from_folder(folder, dtype)
+        except Exception as e:  # noqa: BLE001 - a damaged entry is rebuilt, never trusted
+            log.warning("cached weights %s unreadable (%s)", folder, e)
+            discard(folder)
+            folder = convert()
+            if folder is None:
+                raise
+            tok, model = _from_folder(folder, dtype)
+        return tok, model, "GGUF de-quantized once, now cached" if converted else "cached weights", str(folder)
+
+    @contextmanager
+    def _converting(self, converted: list[bool]) -> Iterator[None]:
+        """Around the one-time GGUF conversion: a status line first (it takes 20-50 s), no per-tensor bars."""
+        from recbench.derived_cache import cache_dir
+
+        converted.append(True)
+        _status(f"recbench: loading {self.name}: de-quantizing {self.gguf_file} once into {cache_dir()} "
+                "(later processes read the cached weights in seconds) ...")
+        with _gguf_bars_off():
+            yield
 
     def identity(self) -> dict[str, Any]:
         """Kind, name, weights fingerprint, revision, adapter, chat-template hash, dtype."""
