@@ -40,13 +40,13 @@ def fmt(x: Any, digits: int = 3) -> str:
     return s[1:] if s.startswith("-") and float(s) == 0 else s
 
 
-def cell_text(stats: Optional[dict[str, Any]], slice_n: Optional[int] = None) -> str:
-    """'0.564 [0.453, 0.667]' (CI left out where there is none), '(n=38)' added when the metric has fewer values
-    than the slice has examples; '—' for no value."""
+def cell_text(stats: Optional[dict[str, Any]], slice_n: Optional[int] = None, ci: bool = True) -> str:
+    """'0.564 [0.453, 0.667]' (CI left out where there is none, or with ci=False), '(n=38)' added when the metric
+    has fewer values than the slice has examples; '—' for no value."""
     if not stats or _num(stats.get("mean")) is None:
         return "—"
     out = fmt(stats["mean"])
-    if _num(stats.get("ci_low")) is not None and _num(stats.get("ci_high")) is not None:
+    if ci and _num(stats.get("ci_low")) is not None and _num(stats.get("ci_high")) is not None:
         out += f" [{fmt(stats['ci_low'])}, {fmt(stats['ci_high'])}]"
     n = stats.get("n")
     if slice_n is not None and n is not None and int(n) != int(slice_n):
@@ -162,22 +162,30 @@ def _header(name: str, metrics: dict[str, Any]) -> str:
     return mark + name + fallback_note(metrics, name)
 
 
-def run_tables(metrics: dict[str, Any], width: int = MAX_WIDTH) -> tuple[list[Any], Folded]:
-    """The run's rich tables (rows = slices, columns = shown metrics, split to fit `width`) and the folding."""
+def run_tables(metrics: dict[str, Any], width: int = MAX_WIDTH) -> tuple[list[Any], Folded, bool]:
+    """The run's rich tables (rows = slices, columns = shown metrics), the folding, and whether every cell has its
+    CI. Every metric with its CI when that fits one table of `width`; else the headline with its CI and the other
+    metrics as means (their CIs stay in metrics.json), in as few tables as fit."""
     from rich.table import Table
     from rich.text import Text
 
     rows = slice_rows(metrics)
     folded = fold(metrics, rows)
+    head = metrics.get("headline_metric")
+    fixed = [max(len("slice"), *(len(r.label) for r in rows)), max(1, *(len(str(r.n)) for r in rows))]
+
+    def columns(cells: dict[str, list[str]]) -> list[tuple[str, int]]:
+        return [(m, max(len(_header(m, metrics)), *(len(c) for c in cells[m]))) for m in folded.shown]
+
     cells = {m: [cell_text(r.metrics.get(m), r.n) for r in rows] for m in folded.shown}
-    label_w = max(len("slice"), *(len(r.label) for r in rows))
-    n_w = max(1, *(len(str(r.n)) for r in rows))
-    cols = [(m, max(len(_header(m, metrics)), *(len(c) for c in cells[m]))) for m in folded.shown]
-    groups = chunk_columns([label_w, n_w], cols, width)
+    with_ci = table_width(fixed + [w for _, w in columns(cells)]) <= width
+    if not with_ci:
+        cells.update({m: [cell_text(r.metrics.get(m), r.n, ci=m == head) for r in rows] for m in folded.shown})
+    groups = chunk_columns(fixed, columns(cells), width)
     title = f"{metrics['task']['name']} | model={metrics['model']} | method={metrics['method']}"
     tables = []
     for i, group in enumerate(groups):
-        t = Table(title=title if i == 0 else f"{title} (continued)", title_justify="left")
+        t = Table(title=title if i == 0 else "more metrics", title_justify="left")
         t.add_column("slice", no_wrap=True)
         t.add_column("n", justify="right")
         for m in group:
@@ -186,7 +194,7 @@ def run_tables(metrics: dict[str, Any], width: int = MAX_WIDTH) -> tuple[list[An
             t.add_row(Text(r.label), Text("" if r.n is None else str(r.n)), *(Text(cells[m][j]) for m in group),
                       end_section=r.last_of_group and j < len(rows) - 1)
         tables.append(t)
-    return tables, folded
+    return tables, folded, with_ci
 
 
 def console(width: int = MAX_WIDTH) -> Any:
@@ -259,10 +267,12 @@ def print_summary(metrics: dict[str, Any], brief: bool = False) -> None:
                          f"wall {inv['total_wall_time_s']:.1f}s"), highlight=False)
         return
     cfg, versions = _run_files(metrics)
-    tables, folded = run_tables(metrics, con.width)
+    tables, folded, with_ci = run_tables(metrics, con.width)
     for t in tables:
         con.print(t)
-    lines = [f"{HEADLINE_MARK} = headline metric; cells: mean [95% bootstrap CI]; n = examples in the slice"]
+    lines = [f"{HEADLINE_MARK} = headline metric; cells: mean [95% bootstrap CI]; n = examples in the slice" if with_ci
+             else f"{HEADLINE_MARK} = headline metric, mean [95% bootstrap CI]; other metrics: mean (CIs in metrics.json); "
+                  "n = examples"]
     notes = folded.notes()
     if notes:
         lines.append("folded (all values in metrics.json): " + "; ".join(notes))

@@ -81,12 +81,13 @@ def test_parse_failures_keep_ptc_parsed_as_its_own_column(tmp_path):
                "breakdown": {}}
     f = fold(metrics)
     assert f.shown == ["ptc", "ptc_parsed"] and f.notes() == []
-    tables, _ = run_tables(metrics)
+    tables, _, with_ci = run_tables(metrics)
+    assert with_ci
     text = "\n".join(iter_lines(tables))
     assert "0.500 [0.000, 1.000] (n=2)" in text and "parsed │" not in text
 
 
-def test_llmrec_sequential_hr1_folds_into_ndcg1_and_tables_fit(sequential, capsys):
+def test_llmrec_sequential_ndcg1_folds_into_hr1_and_fits_one_table(sequential, capsys):
     assert list(sequential["breakdown"]["history"]) == ["<=4", "5-9", "10+"]
     assert list(sequential["breakdown"]["popularity"]) == ["low", "mid", "high"]
     f = fold(sequential)
@@ -96,9 +97,15 @@ def test_llmrec_sequential_hr1_folds_into_ndcg1_and_tables_fit(sequential, capsy
     lines = _table_lines(out)
     assert lines and max(len(ln) for ln in lines) <= MAX_WIDTH
     assert "ndcg@1 = hr@1 on every slice" in out
-    assert out.index("★ ndcg@10") < out.index("hr@1 ")  # the headline is the first metric column
-    # 7 slices (all, 3 history, 3 popularity) x 2 tables (6 metric columns do not fit 120 with their CIs): was 42 rows
-    assert len(_rows(out)) == 14
+    header = next(ln for ln in out.splitlines() if ln.startswith("┃"))
+    assert [c.strip() for c in header.strip("┃").split("┃")] == ["slice", "n", "★ ndcg@10", "hr@1", "hr@5", "ndcg@5",
+                                                                 "hr@10"]
+    # 5 metrics with their CIs do not fit 120 columns: the headline keeps its CI, the others show means
+    m = sequential["metrics"]
+    row = next(ln for ln in _rows(out) if ln.startswith("│ all "))
+    assert f"{m['ndcg@10']['mean']:.3f} [{m['ndcg@10']['ci_low']:.3f}, {m['ndcg@10']['ci_high']:.3f}]" in row
+    assert f"│ {m['hr@10']['mean']:.3f} │" in row and "other metrics: mean (CIs in metrics.json)" in out
+    assert len(_rows(out)) == 7 and out.count("┏") == 1  # 7 slices (all, 3 history, 3 popularity): was 42 rows
 
 
 def test_recbench_plus_empty_and_equal_metrics_are_one_line(recbench_plus, capsys):
@@ -112,7 +119,7 @@ def test_recbench_plus_empty_and_equal_metrics_are_one_line(recbench_plus, capsy
     assert max(len(ln) for ln in _table_lines(out)) <= MAX_WIDTH
     assert "no value on any slice: hallucination_rate, duplicate_rate" in out
     assert "(n=3)" in out  # cmr is defined on 3 of the 4 queries
-    assert len(_rows(out)) < 72 / 4  # was 72 rows (12 metrics x 6 slices)
+    assert len(_rows(out)) == 6 and out.count("┏") == 1  # 6 slices, one table: was 70 rows (12 metrics)
 
 
 def test_slice_values_declared_order_then_natural():
@@ -132,7 +139,7 @@ def test_slice_values_declared_order_then_natural():
 
 def test_narrow_widths_split_columns_and_rows_stay_whole(sequential):
     for width in (80, MAX_WIDTH):
-        tables, folded = run_tables(sequential, width)
+        tables, folded, _ = run_tables(sequential, width)
         lines = list(iter_lines(tables, width))
         assert max(len(ln) for ln in lines) <= width
         assert sum(len(t.columns) - 2 for t in tables) == len(folded.shown)  # every shown metric once
