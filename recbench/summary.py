@@ -270,9 +270,9 @@ def print_summary(metrics: dict[str, Any], brief: bool = False) -> None:
     tables, folded, with_ci = run_tables(metrics, con.width)
     for t in tables:
         con.print(t)
-    lines = [f"{HEADLINE_MARK} = headline metric; cells: mean [95% bootstrap CI]; n = examples in the slice" if with_ci
-             else f"{HEADLINE_MARK} = headline metric, mean [95% bootstrap CI]; other metrics: mean (CIs in metrics.json); "
-                  "n = examples"]
+    lines = [f"{HEADLINE_MARK} = headline metric; cells: mean [95% bootstrap CI]; n = examples in the slice"
+             if with_ci else f"{HEADLINE_MARK} = headline metric, mean [95% bootstrap CI]; other metrics: mean (CIs in "
+                             "metrics.json); n = examples"]
     notes = folded.notes()
     if notes:
         lines.append("folded (all values in metrics.json): " + "; ".join(notes))
@@ -288,7 +288,8 @@ def print_summary(metrics: dict[str, Any], brief: bool = False) -> None:
                      "metrics leave them out)")
     lines += [
         f"examples {c['examples']} | parsed {c['parsed']} | parse failures {c['parse_failed']} "
-        f"({(c['parse_failure_rate'] or 0):.1%}) | repaired {c['parse_repaired']} | backend errors {c['backend_errors']}",
+        f"({(c['parse_failure_rate'] or 0):.1%}) | repaired {c['parse_repaired']} | "
+        f"backend errors {c['backend_errors']}",
         selection_line(metrics, cfg),
         f"this run: {calls} | cache hits {inv['cache_hits']} | "
         f"skipped (already finished) {inv['examples_skipped']} | wall {inv['total_wall_time_s']:.1f}s",
