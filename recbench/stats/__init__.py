@@ -9,6 +9,7 @@ from recbench.stats.paired import (
                                    mcnemar_test,
                                    paired_bootstrap_ci,
                                    paired_test,
+                                   sign_flip_mc_se,
                                    sign_flip_test,
                                    t_test,
                                    wilcoxon_test,
@@ -23,4 +24,4 @@ from recbench.stats.power import (
 __all__ = ["SeedPool", "TestResult", "adjust", "cluster_means", "compact_letters", "expected_hr_at_k",
            "expected_ndcg_at_k", "expected_ptc", "is_binary", "mcnemar_test", "min_detectable_difference",
            "min_detectable_difference_normal", "paired_bootstrap_ci", "paired_sd_with_seeds", "paired_test", "pool_seeds",
-           "power", "sign_flip_test", "t_test", "wilcoxon_test"]
+           "power", "sign_flip_mc_se", "sign_flip_test", "t_test", "wilcoxon_test"]

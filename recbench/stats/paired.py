@@ -15,7 +15,10 @@ TESTS = ("permutation", "mcnemar", "wilcoxon", "t")
 TARGET_MC_SE = 0.0005
 REFINE_BELOW = 0.1
 FIRST_RESAMPLES = 10_000
-MAX_RESAMPLES = 400_000
+#: enough for TARGET_MC_SE at every p below REFINE_BELOW: 2 p (1 - p/2) / 0.0005^2 = 760,000 at p = 0.1
+MAX_RESAMPLES = 800_000
+#: a paired difference with |d| <= ZERO_TOL x the largest |value| is 0 (floating-point rounding, e.g. PTC thirds)
+ZERO_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -66,18 +69,48 @@ def _sign_flip(d: np.ndarray, n_resamples: int, seed: int):
                                   random_state=np.random.default_rng(seed), batch=10_000)
 
 
+def sign_flip_mc_se(p: float, n_resamples: int) -> float:
+    """Monte Carlo standard error of a two-sided sign-flip p from n_resamples random sign vectors.
+
+    The two-sided p is a doubled one-sided proportion, p = 2 q with q = (count + 1) / (B + 1) estimating the smaller
+    tail probability p/2, so Var(p) = 4 q (1 - q) / B = 2 p (1 - p/2) / B; that is 2 (1 - p/2) / (1 - p) times the
+    binomial p (1 - p) / B (1.4x the se near p = 0). A p at its floor 2 / (B + 1) (no sign vector as extreme) is
+    taken at that floor, so the se is never 0.
+    """
+    b = int(n_resamples)
+    p = min(1.0, max(float(p), 2.0 / (b + 1)))
+    return math.sqrt(2 * p * (1 - p / 2) / b)
+
+
+def resamples_for_se(p: float, target_se: float) -> int:
+    """Sign vectors needed for a two-sided p near `p` to have Monte Carlo standard error `target_se`."""
+    return math.ceil(2 * p * (1 - p / 2) / target_se ** 2)
+
+
+def nonzero_differences(a, b) -> np.ndarray:
+    """a - b without the units whose difference is 0 up to rounding (|d| <= ZERO_TOL x the largest |value|)."""
+    a, b = _pair(a, b)
+    d = a - b
+    scale = float(max(np.max(np.abs(a), initial=0.0), np.max(np.abs(b), initial=0.0)))
+    return d[np.abs(d) > ZERO_TOL * scale]
+
+
 def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> TestResult:
     """Two-sided paired sign-flip permutation test of mean(a - b) = 0 (scipy.stats.permutation_test, samples).
 
-    Units whose difference is 0 are dropped (flipping them changes nothing). Exact when 2^n <= the resamples;
-    otherwise seeded Monte Carlo: n_resamples=None starts at 10,000 and, when p < 0.1, adds resamples until the
-    Monte Carlo standard error is at most 0.0005, p to 3 decimals (at most 400,000).
+    Units whose difference is 0 up to rounding (`nonzero_differences`) are dropped: flipping them changes nothing.
+    A mean difference that is 0 up to rounding gives p = 1 exactly: the sign-flip distribution is symmetric about 0,
+    so each tail holds at least half of it. Exact when 2^n <= the resamples; otherwise seeded Monte Carlo:
+    n_resamples=None starts at 10,000 and, when p < REFINE_BELOW (0.1), adds resamples until the Monte Carlo
+    standard error (`sign_flip_mc_se`) is at most TARGET_MC_SE (0.0005), p to 3 decimals (at most 800,000).
     """
     a, b = _pair(a, b)
-    d = a - b
-    d = d[d != 0]
+    d = nonzero_differences(a, b)
     if len(d) == 0:
         return TestResult("permutation", 1.0, note="all differences are 0")
+    scale = float(max(np.max(np.abs(a)), np.max(np.abs(b))))
+    if abs(float(np.mean(d))) <= ZERO_TOL * scale:
+        return TestResult("permutation", 1.0, note="exact (mean difference 0: the null is symmetric about it)")
     if len(d) == 1:  # the two sign flips give +d and -d, both as extreme as observed (scipy needs 2+ units)
         return TestResult("permutation", 1.0, note="exact (one non-zero difference)")
     fixed = n_resamples is not None
@@ -88,13 +121,13 @@ def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> Te
     if exact:
         return TestResult("permutation", p, note="exact")
     if not fixed and p < REFINE_BELOW:
-        needed = math.ceil(p * (1 - p) / TARGET_MC_SE ** 2)
+        needed = resamples_for_se(p, TARGET_MC_SE)
         if needed > n_res:
             n_res = min(MAX_RESAMPLES, max(needed, 2 * n_res))
             if 2 ** min(len(d), 64) <= n_res:
                 return TestResult("permutation", float(_sign_flip(d, n_res, seed).pvalue), note="exact")
             p = float(_sign_flip(d, n_res, seed).pvalue)
-    return TestResult("permutation", p, n_resamples=n_res, mc_se=math.sqrt(p * (1 - p) / n_res))
+    return TestResult("permutation", p, n_resamples=n_res, mc_se=sign_flip_mc_se(p, n_res))
 
 
 def is_binary(*arrays) -> bool:
@@ -116,10 +149,10 @@ def mcnemar_test(a, b) -> TestResult:
 
 
 def wilcoxon_test(a, b) -> TestResult:
-    """Wilcoxon signed-rank test of the paired differences (scipy.stats.wilcoxon; zero differences dropped)."""
-    a, b = _pair(a, b)
-    d = a - b
-    if not np.any(d != 0):
+    """Wilcoxon signed-rank test of the paired differences (scipy.stats.wilcoxon; differences that are 0 up to
+    rounding dropped)."""
+    d = nonzero_differences(a, b)
+    if not len(d):
         return TestResult("wilcoxon", 1.0, note="all differences are 0")
     return TestResult("wilcoxon", float(stats.wilcoxon(d, zero_method="wilcox").pvalue))
 
