@@ -340,8 +340,8 @@ def _run_label(run: SweepRun, root: Path) -> str:
     """'model · method · variant' of a run (variant = its override dir name, unless 'default')."""
     m = run.metrics
     rel = run.run_dir.relative_to(root).parts if run.run_dir.is_relative_to(root) else run.run_dir.parts
-    if m is None:
-        return " · ".join(rel[1:]) or str(run.run_dir)
+    if m is None:  # a job that failed before writing metrics.json: its model, method and variant from the path
+        return " · ".join(x for x in rel[1:] if x != "default") or str(run.run_dir)
     variant = rel[3] if len(rel) > 3 and rel[3] != "default" else ""
     return " · ".join(p for p in (str(m["model"]), str(m["method"]), variant) if p)
 

@@ -190,3 +190,19 @@ def test_compare_table_fits_120_columns(sweep):
     assert [c.strip() for c in header.strip("┃").split("┃")] == ["slice", "n", "mean a", "mean b", "diff", "95% CI",
                                                                  "p", "p adj", "verdict"]
     assert "metric: ptc; test: permutation" in " ".join(r.stdout.split())  # shared by every row: said once
+
+
+def test_sweep_table_lists_a_failed_job_last(perrec, tmp_path):
+    root = tmp_path / "sweep"
+    ok = root / "perrec/none/bm25_history/default"
+    ok.mkdir(parents=True)
+    (ok / "metrics.json").write_text(json.dumps(perrec))
+    bad = root / "perrec/gpt4o/listwise/default"
+    bad.mkdir(parents=True)
+    (bad / "job_failed.json").write_text(json.dumps({"error": "BackendUnavailable: server down", "exit_code": 2}))
+    from recbench.summary import sweep_table
+
+    text = "\n".join(iter_lines([sweep_table(root)]))
+    rows = _rows(text)
+    assert len(rows) == 2 and "bm25_history" in rows[0]
+    assert "│ gpt4o · listwise " in rows[1] and "│ failed: BackendUnavailable: server down" in rows[1]
