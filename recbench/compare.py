@@ -1,9 +1,10 @@
 """Paired comparison of runs: `python -m recbench.compare RUN_DIR RUN_DIR [...]` and the API the reports call.
 
 For every pair of runs of one task that share example ids: paired per-unit differences of each metric (the unit is
-the cluster named by the run's `cluster_by`, else the example), their mean, a 95% paired bootstrap CI, a two-sided
-p-value (exact McNemar for 0/1 metrics, else a sign-flip permutation test; Wilcoxon or paired t on request), and a
-Holm (or Benjamini-Hochberg) correction across every comparison of the invocation. Overall and per breakdown slice.
+the cluster named by the run's `cluster_by`, else the example), their mean, an unadjusted 95% paired bootstrap CI, a
+two-sided p-value (exact McNemar for 0/1 metrics, else a sign-flip permutation test; Wilcoxon or paired t on
+request), and a Holm (or Benjamini-Hochberg) correction within each family: one task, metric and slice, over its
+pairs of runs. Overall and per breakdown slice. The sweep report uses exactly these records and families.
 """
 from __future__ import annotations
 
@@ -21,16 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from recbench.metric_registry import MetricSpec, metric_spec
+from recbench.metric_registry import RANKING_DIRECTIONS, MetricSpec, metric_spec
 from recbench.registry import suggest
 from recbench.schema import Run, SchemaError, find_run_dirs, read_run
 from recbench.stats.clusters import cluster_means, pool_seeds
 from recbench.stats.letters import compact_letters
 from recbench.stats.multiple import adjust
 from recbench.stats.paired import (
+    FIRST_RESAMPLES,
+    REFINE_BELOW,
+    TARGET_MC_SE,
     is_binary,
     paired_bootstrap_ci,
     paired_test,
+    sign_flip_mc_se,
     sign_flip_test,
 )
 
@@ -39,6 +44,8 @@ SEED_KEYS = (("seed",), ("sampling", "seed"))
 MAX_REFINED_RESAMPLES = 1_000_000
 RECORD_FIELDS = ("run_a", "run_b", "metric", "slice", "n", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "test",
                  "p_value", "p_adjusted", "significant")
+#: what the printed CI is, for captions and footnotes
+CI_MEANING = "unadjusted 95% paired bootstrap CI (percentile; one comparison at a time)"
 
 
 class CompareError(ValueError):
@@ -84,8 +91,8 @@ class Comparison:
     p_value: float
     p_adjusted: float = math.nan
     significant: bool = False
-    higher_is_better: bool = True
-    better: str | None = None  # run_a or run_b when significant, else None
+    higher_is_better: bool | None = True  # None when the metric has no direction ('none' or 'unknown')
+    better: str | None = None  # run_a or run_b when significant and the metric has a direction, else None
     n_examples: int = 0
     cluster_by: str | None = None
     seeds_a: int = 1
@@ -95,6 +102,11 @@ class Comparison:
     p_mc_se: float | None = None
     task: str = ""
     note: str = ""
+    direction: str = "higher"  # higher | lower (is better) | none (declared without one) | unknown (not registered)
+    family: str = ""  # what was corrected together: "<task> · <metric> · <slice>" (every pair of runs in it)
+    family_size: int = 0  # p-values corrected together in the family (its pairs with a p-value)
+    correction: str = ""  # holm | bh | none
+    verdict: str = ""  # "<run> better", "n.s.", "no direction (descriptive)", "direction unknown", or why not compared
     units_a: np.ndarray | None = field(default=None, repr=False, compare=False)  # per-unit values (not in JSON)
     units_b: np.ndarray | None = field(default=None, repr=False, compare=False)
 
@@ -124,10 +136,16 @@ def _labels(dirs: Sequence[Path]) -> list[str]:
 
 
 def load_systems(paths: Iterable[str | Path], *, pool_seeds_: bool = False) -> list[System]:
-    """Every run under the paths (run or sweep dirs) as a System; with pool_seeds_, runs differing only in seed are one."""
+    """Every run under the paths (run or sweep dirs) as a System; with pool_seeds_, runs differing only in seed are one.
+    A sweep job that failed at run time (job_failed.json beside a partial metrics.json) is left out, as in reports."""
+    from recbench.report.results import JOB_FAILED
+
     paths = list(paths)
     try:
         dirs = find_run_dirs(paths)
+        for d in [d for d in dirs if (d / JOB_FAILED).exists()]:
+            log.warning("%s: the sweep job failed (%s): not compared", d, JOB_FAILED)
+        dirs = [d for d in dirs if not (d / JOB_FAILED).exists()]
         runs = [read_run(d) for d in dirs]
     except SchemaError as e:
         raise CompareError(str(e)) from e
@@ -214,8 +232,9 @@ def _index(s: System, ids: list[str]) -> np.ndarray:
 
 def compare_pair(a: System, b: System, *, metrics: Sequence[str] | None = None, test: str = "auto",
                  n_resamples: int | None = None, seed: int = 0, slices: bool = True,
-                 level: float = 0.95) -> list[Comparison]:
-    """Uncorrected comparisons of two systems of one task, per metric and slice (p_adjusted left NaN)."""
+                 level: float = 0.95, only_slices: Iterable[str] | None = None) -> list[Comparison]:
+    """Uncorrected comparisons of two systems of one task, per metric and slice (p_adjusted left NaN); only_slices
+    keeps the named slices (each record is computed on its own, so a subset gives the same records)."""
     if a.task != b.task:
         raise CompareError(f"runs '{a.label}' (task {a.task}) and '{b.label}' (task {b.task}) are of different tasks; "
                            "compare runs of one task")
@@ -230,13 +249,16 @@ def compare_pair(a: System, b: System, *, metrics: Sequence[str] | None = None, 
     shared = [m for m in a.values if m in b.values]
     names = shared if metrics is None else list(metrics)
     cluster_by = a.cluster_by or b.cluster_by
+    wanted = None if only_slices is None else set(only_slices)
     out: list[Comparison] = []
     for m in names:
         spec = _spec(m, a, b)
         for sl, sub in (_slices(a, b, ids) if slices else [("all", ids)]):
+            if wanted is not None and sl not in wanted:
+                continue
             base = {"run_a": a.label, "run_b": b.label, "metric": m, "slice": sl,
-                    "higher_is_better": spec.higher_is_better, "seeds_a": a.k, "seeds_b": b.k, "task": a.task,
-                    "cluster_by": cluster_by}
+                    "higher_is_better": spec.higher_is_better if spec.ranks else None, "direction": spec.direction,
+                    "seeds_a": a.k, "seeds_b": b.k, "task": a.task, "cluster_by": cluster_by}
             if spec.aggregation == "corpus":
                 out.append(_corpus_record(spec, a, b, sub, base, n_resamples, seed, note))
                 continue
@@ -296,22 +318,56 @@ def _mean_record(m, spec, a, b, ids, base, *, test, n_resamples, seed, level, no
                       note="; ".join(notes), units_a=xa, units_b=xb)
 
 
-def correct(comparisons: list[Comparison], method: str = "holm", alpha: float = 0.05) -> list[Comparison]:
-    """Fill p_adjusted / significant / better across the whole family (in place; returns the list)."""
-    adj, rej = adjust([c.p_value for c in comparisons], method=method, alpha=alpha)
-    for c, p, r in zip(comparisons, adj, rej):
+def family_key(c: Comparison) -> tuple[str, str, str]:
+    """The family a record is corrected in: (task, metric, slice), over every pair of runs compared there."""
+    return (c.task, c.metric, c.slice)
+
+
+def families(comparisons: Iterable[Comparison]) -> dict[tuple[str, str, str], list[Comparison]]:
+    """Records grouped by family, in order of first appearance."""
+    out: dict[tuple[str, str, str], list[Comparison]] = {}
+    for c in comparisons:
+        out.setdefault(family_key(c), []).append(c)
+    return out
+
+
+def verdict_of(c: Comparison) -> str:
+    """The verdict a record states: '<run> better', 'n.s.', or why there is none (no direction, not compared)."""
+    if c.test == "none":
+        return c.note or "not compared"
+    if c.direction == "none":
+        return "no direction (descriptive)"
+    if c.direction not in RANKING_DIRECTIONS:
+        return "direction unknown"
+    return f"{c.better} better" if c.better else "n.s."
+
+
+def _correct_family(comps: list[Comparison], method: str, alpha: float) -> None:
+    adj, rej = adjust([c.p_value for c in comps], method=method, alpha=alpha)
+    size = int(sum(1 for c in comps if math.isfinite(c.p_value)))
+    for c, p, r in zip(comps, adj, rej):
         c.p_adjusted, c.significant = float(p), bool(r)
+        c.family, c.family_size, c.correction = " · ".join(family_key(c)), size, method
         c.better = None
-        if r and c.diff != 0:
-            a_wins = (c.diff > 0) == c.higher_is_better
+        if r and c.diff != 0 and c.direction in RANKING_DIRECTIONS:
+            a_wins = (c.diff > 0) == (c.direction == "higher")
             c.better = c.run_a if a_wins else c.run_b
+        c.verdict = verdict_of(c)
+
+
+def correct(comparisons: list[Comparison], method: str = "holm", alpha: float = 0.05) -> list[Comparison]:
+    """Fill p_adjusted / significant / better / verdict within each family, one (task, metric, slice) over its pairs
+    of runs (in place; returns the list). A metric without a direction keeps its p-values but never a 'better'."""
+    for comps in families(comparisons).values():
+        _correct_family(comps, method, alpha)
     return comparisons
 
 
 def compare_runs(paths_or_systems: Sequence[Any], *, metrics: Sequence[str] | None = None, test: str = "auto",
                  correction: str = "holm", alpha: float = 0.05, n_resamples: int | None = None, seed: int = 0,
                  slices: bool = True, pool_seeds_: bool = False, progress: bool = False) -> list[Comparison]:
-    """Every pair of runs of one task that share ids, per metric and slice, corrected across the whole invocation."""
+    """Every pair of runs of one task that share ids, per metric and slice; corrected within each (task, metric,
+    slice) family over its pairs, with the Monte Carlo p-values near the threshold refined (as the report does)."""
     systems = (list(paths_or_systems) if paths_or_systems and isinstance(paths_or_systems[0], System)
                else load_systems(paths_or_systems, pool_seeds_=pool_seeds_))
     if len(systems) < 2:
@@ -334,8 +390,7 @@ def compare_runs(paths_or_systems: Sequence[Any], *, metrics: Sequence[str] | No
         if not set(a.ids) & set(b.ids):
             skipped.append((a, b))
             continue
-        names = None if not metrics else [m for m in metrics if m in a.values and m in b.values
-                                           or _corpus_ok(m, a, b)]
+        names = None if not metrics else [m for m in metrics if comparable(m, a, b)]
         out.extend(compare_pair(a, b, metrics=names, test=test, n_resamples=n_resamples, seed=seed, slices=slices))
     if not out:
         a, b = skipped[0]
@@ -348,27 +403,36 @@ def compare_runs(paths_or_systems: Sequence[Any], *, metrics: Sequence[str] | No
     return out
 
 
+def _near_threshold(c: Comparison, alpha: float, max_resamples: int) -> bool:
+    """True when a Monte Carlo p's verdict after correction lies within 3 Monte Carlo standard errors of alpha."""
+    if c.n_resamples is None or c.test != "permutation" or c.units_a is None or not math.isfinite(c.p_value):
+        return False
+    factor = c.p_adjusted / c.p_value if c.p_value > 0 else 1.0
+    se = sign_flip_mc_se(c.p_value, c.n_resamples)  # the two-sided p's error; a p at its floor counts at 2/(B+1)
+    return (c.p_value - 3 * se) * factor < alpha <= (c.p_value + 3 * se) * factor and c.n_resamples < max_resamples
+
+
 def refine_monte_carlo(comparisons: list[Comparison], *, method: str, alpha: float, seed: int = 0,
                        max_resamples: int = MAX_REFINED_RESAMPLES) -> list[Comparison]:
-    """Add permutations to every Monte Carlo p-value whose verdict after correction is within its Monte Carlo
-    error (3 standard errors, with at least 1/B for a p at its floor), then correct again; up to max_resamples."""
-    for _ in range(8):
-        unsure = []
-        for c in comparisons:
-            if c.n_resamples is None or c.test != "permutation" or c.units_a is None or not math.isfinite(c.p_value):
-                continue
-            factor = c.p_adjusted / c.p_value if c.p_value > 0 else 1.0
-            se = math.sqrt(max(c.p_value, 1.0 / c.n_resamples) * (1 - c.p_value) / c.n_resamples)
-            if (c.p_value - 3 * se) * factor < alpha <= (c.p_value + 3 * se) * factor and c.n_resamples < max_resamples:
-                unsure.append(c)
-        if not unsure:
-            break
-        for c in unsure:
-            b = min(max_resamples, 4 * c.n_resamples)
-            res = sign_flip_test(c.units_a, c.units_b, n_resamples=b, seed=seed)
-            c.p_value, c.n_resamples, c.p_mc_se = res.p_value, res.n_resamples, res.mc_se
-        correct(comparisons, method=method, alpha=alpha)
+    """In each family, add permutations (4x, up to max_resamples) to every Monte Carlo p-value whose verdict after
+    correction is within 3 Monte Carlo standard errors (`sign_flip_mc_se`) of alpha, then correct the family again;
+    at most 8 rounds per family, so a family's result never depends on the other families of the invocation."""
+    for comps in families(comparisons).values():
+        for _ in range(8):
+            unsure = [c for c in comps if _near_threshold(c, alpha, max_resamples)]
+            if not unsure:
+                break
+            for c in unsure:
+                b = min(max_resamples, 4 * c.n_resamples)
+                res = sign_flip_test(c.units_a, c.units_b, n_resamples=b, seed=seed)
+                c.p_value, c.n_resamples, c.p_mc_se = res.p_value, res.n_resamples, res.mc_se
+            _correct_family(comps, method, alpha)
     return comparisons
+
+
+def comparable(m: str, a: System, b: System) -> bool:
+    """True when both systems have metric m per example (or as a corpus metric with a per-example form)."""
+    return m in a.values and m in b.values or _corpus_ok(m, a, b)
 
 
 def _corpus_ok(m: str, a: System, b: System) -> bool:
@@ -386,7 +450,8 @@ def _check_metrics(metrics: Sequence[str], systems: list[System]) -> None:
 def letters(comparisons: Sequence[Comparison], metric: str, slice: str = "all",
             order: Sequence[str] | None = None, task: str | None = None) -> dict[str, str]:
     """Compact letter display for one metric and slice (and task, when the comparisons span several): rows
-    best-first; rows sharing a letter are not significantly different after the correction already applied."""
+    best-first; rows sharing a letter are not significantly different after the correction already applied.
+    A metric without a direction ('none' or 'unknown') has no letters (CompareError)."""
     comps = [c for c in comparisons if c.metric == metric and c.slice == slice and c.test != "none"
              and (task is None or c.task == task)]
     if not comps:
@@ -394,6 +459,8 @@ def letters(comparisons: Sequence[Comparison], metric: str, slice: str = "all",
     tasks = sorted({c.task for c in comps})
     if len(tasks) > 1:
         raise CompareError(f"metric '{metric}' is compared in several tasks ({', '.join(tasks)}); pass task=")
+    if comps[0].direction not in RANKING_DIRECTIONS:
+        raise CompareError(f"metric '{metric}' has no direction ({comps[0].direction}): no significance letters")
     if order is None:
         means: dict[str, list[float]] = {}
         for c in comps:
@@ -456,22 +523,67 @@ def _fmt_p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def ci_disagrees(c: Comparison) -> bool:
+    """True when the unadjusted CI and the adjusted verdict point different ways (CI excludes 0 but the family's
+    adjusted p does not reject, or the reverse)."""
+    lo, hi = c.ci_low, c.ci_high
+    if c.test == "none" or lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return False
+    return (lo > 0 or hi < 0) != c.significant
+
+
+def family_line(comparisons: Sequence[Comparison]) -> str:
+    """'family = one task, metric and slice; holm over its pairs of runs (ptc: 10 pairs x 9 slices; mae: 1 pair x 9
+    slices)': what was corrected together, and how many."""
+    fams = families(c for c in comparisons if c.test != "none")
+    if not fams:
+        return ""
+    method = next(iter(fams.values()))[0].correction or "holm"
+    by_metric: dict[tuple[str, str], list[int]] = {}
+    for (task, metric, _), comps in fams.items():
+        by_metric.setdefault((task, metric), []).append(comps[0].family_size)
+    several_tasks = len({t for t, _ in by_metric}) > 1
+    parts = []
+    for (task, metric), sizes in by_metric.items():
+        lo, hi = min(sizes), max(sizes)
+        pairs = f"{lo} pair{'s' if hi != 1 else ''}" if lo == hi else f"{lo}-{hi} pairs"
+        slices = f"{len(sizes)} slice{'s' if len(sizes) != 1 else ''}"
+        parts.append(f"{task + ' ' if several_tasks else ''}{metric}: {pairs} x {slices}")
+    return f"family = one task, metric and slice; {method} over its pairs of runs ({'; '.join(parts)})"
+
+
 def print_table(comparisons: Sequence[Comparison], correction: str, console=None) -> None:
-    """A rich table of the comparisons."""
+    """A rich table of the comparisons, with the family of each corrected p and what the CI is."""
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=None if sys.stdout.isatty() else 200)
-    t = Table(title=f"paired comparisons (diff = a - b; 95% paired bootstrap CI; p adjusted: {correction})")
+    console = console or Console(width=None if sys.stdout.isatty() else 220)
+    t = Table(title=f"paired comparisons (diff = a - b; 95% CI: unadjusted paired bootstrap; p adj: {correction} "
+                    "within each family = one metric and slice, over its pairs of runs; fam = family size)")
     for col in ("run a", "run b", "metric", "slice", "n", "mean a", "mean b", "diff", "95% CI", "test", "p", "p adj",
-                "verdict"):
-        t.add_column(col, justify="right" if col in ("n", "mean a", "mean b", "diff", "p", "p adj") else "left")
+                "fam", "verdict"):
+        t.add_column(col, justify="right" if col in ("n", "mean a", "mean b", "diff", "p", "p adj", "fam") else "left")
+    flagged = False
     for c in comparisons:
-        verdict = f"{c.better} better" if c.better else ("n.s." if c.test != "none" else c.note)
+        verdict = c.verdict or verdict_of(c)
+        if ci_disagrees(c):
+            verdict += " *"
+            flagged = True
         t.add_row(c.run_a, c.run_b, c.metric, c.slice, str(c.n), _fmt(c.mean_a), _fmt(c.mean_b), _fmt(c.diff),
                   f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
-                  verdict)
+                  str(c.family_size) if c.test != "none" else "-", verdict)
     console.print(t)
+    line = family_line(comparisons)
+    if line:
+        console.print(line)
+    if flagged:
+        console.print(f"* the CI is the {CI_MEANING}; the verdict uses the p-value adjusted over the family "
+                      f"({correction} over 'fam' pairs), so near the threshold the two can disagree")
+    for d in ("none", "unknown"):
+        names = sorted({c.metric for c in comparisons if c.direction == d})
+        if names:
+            console.print(f"{'no direction (descriptive)' if d == 'none' else 'direction unknown (not registered)'}: "
+                          f"{', '.join(names)}: differences and p-values only, never 'better' or letters")
     for task, metric in dict.fromkeys((c.task, c.metric) for c in comparisons if c.slice == "all" and c.test != "none"):
         try:
             groups = letters(comparisons, metric, task=task)
@@ -495,12 +607,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: all shared)")
     p.add_argument("--test", default="auto", choices=("auto", "permutation", "wilcoxon", "mcnemar", "t"),
                    help="auto = exact McNemar for 0/1 metrics, else sign-flip permutation")
-    p.add_argument("--correction", default="holm", choices=("holm", "bh", "none"))
+    p.add_argument("--correction", default="holm", choices=("holm", "bh", "none"),
+                   help="multiple-comparison correction within each family: one metric and slice, over its pairs of "
+                        "runs (the sweep report's families)")
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--json", dest="json_path", help="write one record per (pair, metric, slice) to this file")
     p.add_argument("--resamples", type=int, default=None,
-                   help="bootstrap and permutation resamples (default: 9999 bootstrap; permutation adaptive, p to 3 "
-                        "decimals below 0.2)")
+                   help="bootstrap and permutation resamples (default: 9999 bootstrap; permutation adaptive: "
+                        f"{FIRST_RESAMPLES:,} sign vectors, and below p {REFINE_BELOW:g} more until the Monte Carlo standard "
+                        f"error is at most {TARGET_MC_SE:g}, p to 3 decimals)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pool-seeds", action="store_true",
                    help="runs that differ only in the seed are one row, averaged per example (Miller 2024)")

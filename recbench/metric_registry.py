@@ -3,6 +3,10 @@
 Benchmarks register their metrics here (at import of their task module); YAML-defined tasks pick registered
 metrics by name (`resolve('hr@10')`). Reports and `recbench.compare` read a metric's direction and binary-ness
 from here (or from the `metric_info` block a run wrote into metrics.json), never from a list of names.
+
+Every metric has one of four directions: "higher" or "lower" is better; "none" for a descriptive value declared
+without one (a count such as `n_recommended`); "unknown" for a metric nobody registered. Only "higher" and "lower"
+ever give a "better", a verdict, significance letters or best marks.
 """
 from __future__ import annotations
 
@@ -21,6 +25,9 @@ from recbench.registry import ConfigError, lookup
 log = logging.getLogger(__name__)
 MetricFn = Callable[..., float]
 Aggregation = Literal["mean", "corpus"]
+Direction = Literal["higher", "lower", "none", "unknown"]
+#: directions that rank systems (the others never give a verdict)
+RANKING_DIRECTIONS = ("higher", "lower")
 
 
 @dataclass(frozen=True)
@@ -31,10 +38,12 @@ class MetricSpec:
     `aggregation` is "mean" (the run value is the mean of per-example values) or "corpus" (a statistic of the
     whole set, e.g. corpus BLEU or RMSE, computed by `corpus` from the per-example values named
     `per_example_name`); `binary` means per-example values are 0/1 (exact McNemar tests apply).
+    `higher_is_better=None` declares a metric without a direction (a descriptive count): it is compared but never
+    called better or worse. `declared=False` marks the stand-in for a metric nobody registered (direction unknown).
     """
 
     name: str
-    higher_is_better: bool = True
+    higher_is_better: Optional[bool] = True
     binary: bool = False
     aggregation: Aggregation = "mean"
     fn: Optional[MetricFn] = None
@@ -44,10 +53,27 @@ class MetricSpec:
     corpus: Optional[Callable[[list[float]], float]] = None
     per_example_name: Optional[str] = None
     doc: str = ""
+    declared: bool = True
+
+    @property
+    def direction(self) -> Direction:
+        """'higher' or 'lower' (is better), 'none' (declared without a direction) or 'unknown' (not registered)."""
+        if not self.declared:
+            return "unknown"
+        if self.higher_is_better is None:
+            return "none"
+        return "higher" if self.higher_is_better else "lower"
+
+    @property
+    def ranks(self) -> bool:
+        """True when the metric has a direction, so a difference can make one system better."""
+        return self.direction in RANKING_DIRECTIONS
 
     def info(self) -> dict[str, Any]:
-        """What a run dir records about the metric (direction, binary-ness, aggregation)."""
-        return {"higher_is_better": self.higher_is_better, "binary": self.binary, "aggregation": self.aggregation}
+        """What a run dir records about the metric (direction, binary-ness, aggregation); higher_is_better is None
+        when the direction is 'none' or 'unknown'."""
+        return {"higher_is_better": self.higher_is_better if self.ranks else None, "direction": self.direction,
+                "binary": self.binary, "aggregation": self.aggregation}
 
 
 _REGISTRY: dict[str, MetricSpec] = {}
@@ -101,22 +127,29 @@ def find_spec(name: str) -> Optional[MetricSpec]:
 
 def metric_spec(name: str, recorded: Optional[dict[str, Any]] = None) -> MetricSpec:
     """The spec of a metric: registered, else what a run recorded in metrics.json (`metric_info`), else a
-    higher-is-better non-binary default with a warning (so an unknown metric is never silently mislabelled)."""
+    non-binary stand-in whose direction is 'unknown', with a warning (an unknown metric is never guessed better)."""
     spec = find_spec(name)
     if spec is not None:
         return spec
     if recorded:
-        return MetricSpec(name, higher_is_better=bool(recorded.get("higher_is_better", True)),
-                          binary=bool(recorded.get("binary", False)),
+        direction = recorded.get("direction")
+        if direction is None:  # metric_info written before directions were named: a bool, or None
+            hib = recorded.get("higher_is_better")
+            direction = "unknown" if hib is None else ("higher" if hib else "lower")
+        if direction == "unknown":
+            _warn_unknown(name)
+        return MetricSpec(name, higher_is_better={"higher": True, "lower": False}.get(direction),
+                          declared=direction != "unknown", binary=bool(recorded.get("binary", False)),
                           aggregation=recorded.get("aggregation", "mean"))
     _warn_unknown(name)
-    return MetricSpec(name)
+    return MetricSpec(name, higher_is_better=None, declared=False)
 
 
 @functools.lru_cache(maxsize=None)
 def _warn_unknown(name: str) -> None:
-    log.warning("metric '%s' is not registered (recbench.metric_registry.register): treated as higher-is-better, "
-                "not binary", name)
+    log.warning("metric '%s' is not registered (recbench.metric_registry.register): direction unknown, so it gets "
+                "no better/worse verdict, letters or best marks; register it with higher_is_better=True/False, or "
+                "None for a descriptive count", name)
 
 
 def registered() -> dict[str, MetricSpec]:

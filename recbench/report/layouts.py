@@ -37,6 +37,6 @@ class Layouts:
         for k, v in (info or {}).items():
             self.metric_info.setdefault(k, v)
 
-    def higher_is_better(self, metric: str) -> bool:
-        """Direction of a metric, from the registry or the runs' recorded metric_info."""
+    def higher_is_better(self, metric: str) -> Optional[bool]:
+        """Direction of a metric, from the registry or the runs' recorded metric_info; None = no direction."""
         return metric_spec(metric, self.metric_info.get(metric)).higher_is_better

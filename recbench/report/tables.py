@@ -186,13 +186,16 @@ def cell_from(row: Optional[pd.Series], metric: str) -> Cell:
 
 def mark_best(table: Table, layouts: Layouts, reference_rows: Iterable[int] = ()) -> None:
     """Mark the best and second-best value of every column. Values equal as displayed (3 decimals) are ties: they
-    share the mark and are flagged `tie`. A model value tied with a reference row (e.g. random) is not 'second best'."""
+    share the mark and are flagged `tie`. A model value tied with a reference row (e.g. random) is not 'second best'.
+    A column whose metric has no direction (a count, or an unregistered metric) gets no marks."""
     refs = set(reference_rows)
     for j, col in enumerate(table.columns):
         entries = [(i, cells[j]) for i, (_, cells) in enumerate(table.rows) if cells[j].has_value and not cells[j].missing]
         if len(entries) < 2:
             continue
         hib = layouts.higher_is_better(entries[0][1].metric)
+        if hib is None:
+            continue
         shown = {id(c): round(c.mean, 3) for _, c in entries}
         vals = sorted(set(shown.values()), reverse=hib)
         ref_vals = {shown[id(c)] for i, c in entries if i in refs}
@@ -300,12 +303,30 @@ def per_task_tables(idx: Index, view: "ReportView", benchmark: str) -> list[Tabl
                         c.fallback = None if c.missing else fallback_of(idx, task, model, method, var, c.metric)
                     rows.append(([model, _label(method, var)], cells))
         t = Table(id=f"{benchmark}-{task}", title=f"{view.title(benchmark)}: {task}",
-                  caption="lower is better for " + ", ".join(m for m in metrics if not layouts.higher_is_better(m))
-                  if any(not layouts.higher_is_better(m) for m in metrics) else "higher is better for every column",
+                  caption=direction_caption(metrics, layouts),
                   row_header=["model", "method"], header=_header(cols), columns=cols, rows=rows)
         mark_best(t, layouts)
         tables.append(t)
     return tables
+
+
+def direction_caption(metrics: list[str], layouts: Any) -> str:
+    """A per-task caption: 'lower is better for mae; no direction (...): n_recommended', or 'higher is better for
+    every column'."""
+    by = {True: [], False: [], None: []}  # type: dict[Optional[bool], list[str]]
+    for m in metrics:
+        by[layouts.higher_is_better(m)].append(m)
+    parts = []
+    if by[False]:
+        parts.append("lower is better for " + ", ".join(by[False]))
+    if by[None]:
+        parts.append("no direction (a count or an unregistered metric: never marked best nor lettered): "
+                     + ", ".join(by[None]))
+    return "; ".join(parts) if parts else "higher is better for every column"
+
+
+def _arrow(hib: Optional[bool]) -> str:
+    return " ↑" if hib else (" ↓" if hib is False else "")
 
 
 def summary_table(idx: Index, view: "ReportView") -> Table:
@@ -319,7 +340,7 @@ def summary_table(idx: Index, view: "ReportView") -> Table:
     order = {b: i for i, b in enumerate(view.benchmarks)}
     tasks = sorted(set(df["task"]), key=lambda t: (order.get(view.benchmark_of(t), 99), t))
     cols = [(view.title(view.benchmark_of(t)), f"{t}: {headlines.get(t, '?')}"
-             + (" ↓" if not layouts.higher_is_better(headlines.get(t, "")) else " ↑")) for t in tasks]
+             + _arrow(layouts.higher_is_better(headlines.get(t, "")))) for t in tasks]
     rows = []
     row_keys = sorted({(m, None) for m in set(df[df["model"] != "none"]["model"])} |
                       {("none", me) for me in set(df[df["model"] == "none"]["method"])},
@@ -346,7 +367,7 @@ def summary_table(idx: Index, view: "ReportView") -> Table:
                 cells.append(Cell(metric=metric, shown="no valid run",
                                   note=f"every run has >= {bound:.0%} parse failures"))
                 continue
-            best = eligible.sort_values("mean", ascending=not layouts.higher_is_better(metric)).iloc[0]
+            best = eligible.sort_values("mean", ascending=layouts.higher_is_better(metric) is False).iloc[0]
             c = cell_from(best, metric)
             c.fallback = fallback_of(idx, task, model, best["method"], best["variant"], metric)
             if ref_method is None:
@@ -392,8 +413,8 @@ class ReportView:
         cls = self.benchmarks.get(benchmark)
         return cls.benchmark_title or benchmark if cls is not None else benchmark
 
-    def higher_is_better(self, metric: str) -> bool:
-        """Direction of a metric."""
+    def higher_is_better(self, metric: str) -> Optional[bool]:
+        """Direction of a metric: True / False, None when it has none (a count) or is not registered."""
         return self.layouts.higher_is_better(metric)
 
 

@@ -35,6 +35,11 @@ register(
     MetricSpec("share_duplicate", higher_is_better=False, doc="share of named items named twice"),
     MetricSpec("share_in_candidates", doc="share of named items among the candidates"),
     MetricSpec("n_valid_items", doc="candidate items named in the answer"),
+    MetricSpec("n_fallback", higher_is_better=None, doc="answers scored with task.fallback_rating (a count)"),
+    MetricSpec("fallback_rating", higher_is_better=None, doc="the rating given to unparsed answers (a setting)"),
+    MetricSpec("empty_predictions", higher_is_better=None, doc="empty generated texts (a count: no direction)"),
+    MetricSpec("answers_with_fewer_than_n_valid", higher_is_better=None,
+               doc="answers naming fewer than n_recommend candidates (a count: no direction)"),
 )
 
 PKG = "recbench.tasks.llmrec"

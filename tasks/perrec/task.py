@@ -24,6 +24,8 @@ register(
     MetricSpec("ptc_parsed", doc="PTC over fully parsed groups only"),
     MetricSpec("rating_mae", higher_is_better=False, aggregation="corpus", doc="rating MAE over all users"),
     MetricSpec("rating_rmse", higher_is_better=False, aggregation="corpus", doc="rating RMSE over all users"),
+    MetricSpec("rating_n", higher_is_better=None, doc="users behind rating_mae / rating_rmse (a count: no direction)"),
+    MetricSpec("rating_groups", higher_is_better=None, doc="groups behind rating_mae / rating_rmse (a count)"),
 )
 
 

@@ -29,6 +29,9 @@ register(
     MetricSpec("strict_recall", doc="recall of catalogue-resolved titles"),
     MetricSpec("strict_precision", doc="precision of catalogue-resolved titles"),
     MetricSpec("strict_ndcg", doc="NDCG of catalogue-resolved titles"),
+    MetricSpec("hallucination_rate", higher_is_better=False, doc="share of recommended titles not in the catalogue"),
+    MetricSpec("duplicate_rate", higher_is_better=False, doc="share of recommended titles naming an item again"),
+    MetricSpec("n_recommended", higher_is_better=None, doc="titles in the answer (a count: no direction)"),
 )
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,8 @@ def test_current_runs_write_the_current_version_with_metric_info(tmp_path):
                                  "run.progress=false"]), tmp_path / "run")
     r = read_run(tmp_path / "run").result
     assert r.schema_version == SCHEMA_VERSION
-    assert r.metric_info["ptc"] == {"higher_is_better": True, "binary": False, "aggregation": "mean"}
+    assert r.metric_info["ptc"] == {"higher_is_better": True, "direction": "higher", "binary": False,
+                                    "aggregation": "mean"}
     assert r.metric_info["rating_rmse"]["higher_is_better"] is False
 
 

@@ -16,7 +16,11 @@ from recbench.stats import cluster_means, paired_bootstrap_ci, sign_flip_test
 
 def write_run(d: Path, values: dict[str, list], *, task="toy", method="m", seed=0, cluster_by=None, meta=None,
               ids=None, info=None) -> Path:
-    """A run dir in the metrics.json schema (version 2) with one samples.jsonl line per example."""
+    """A run dir in the metrics.json schema (version 2) with one samples.jsonl line per example; its metric_info
+    declares every metric higher-is-better unless `info` is given (info={}: nothing recorded)."""
+    if info is None:
+        info = {m: {"higher_is_better": True, "direction": "higher", "binary": False, "aggregation": "mean"}
+                for m in values}
     d.mkdir(parents=True)
     n = len(next(iter(values.values())))
     ids = ids or [f"e{i:03d}" for i in range(n)]
@@ -33,7 +37,7 @@ def write_run(d: Path, values: dict[str, list], *, task="toy", method="m", seed=
     (d / "metrics.json").write_text(json.dumps({
         "schema_version": 2, "task": {"name": task}, "model": "none", "method": method, "headline_metric":
         next(iter(values)), "metrics": summary, "breakdown": {k: {} for k in keys}, "complete": True,
-        "metric_info": info or {}, "cluster_by": cluster_by}))
+        "metric_info": info, "cluster_by": cluster_by}))
     (d / "config.yaml").write_text(f"task:\n  name: {task}\nmethod:\n  name: {method}\nseed: {seed}\n"
                                    f"sampling:\n  seed: {seed}\n  temperature: 0.0\n")
     return d
@@ -73,9 +77,10 @@ def test_binary_metric_gets_exact_mcnemar_and_slices(tmp_path):
     assert allc.test == "mcnemar" and allc.p_value == pytest.approx(mcnemar(table, exact=True).pvalue)
     short = comps[2]
     assert short.n == 100 and short.mean_a == pytest.approx(a[1::2].mean())
-    # Holm over the 3 records of the invocation
-    ps = sorted(c.p_value for c in comps)
-    assert min(c.p_adjusted for c in comps) == pytest.approx(min(1.0, 3 * ps[0]))
+    # one family per (metric, slice) over the pairs of runs: one pair here, so each p is its own adjusted p
+    assert [(c.family, c.family_size) for c in comps] == [("toy · hr@10 · all", 1), ("toy · hr@10 · history=long", 1),
+                                                          ("toy · hr@10 · history=short", 1)]
+    assert all(c.p_adjusted == c.p_value for c in comps)
     assert allc.significant == (allc.p_adjusted < 0.05)
     if allc.significant:
         assert allc.better == "a"
@@ -145,6 +150,7 @@ def test_errors(tmp_path):
 
 def test_monte_carlo_p_values_are_refined_where_the_corrected_verdict_is_uncertain():
     from recbench.compare import Comparison, correct, refine_monte_carlo
+    from recbench.stats.paired import sign_flip_mc_se
     from recbench.stats.paired import sign_flip_test as sft
 
     rng = np.random.default_rng(9)
@@ -163,7 +169,8 @@ def test_monte_carlo_p_values_are_refined_where_the_corrected_verdict_is_uncerta
     refine_monte_carlo(family, method="holm", alpha=0.05)
     c = family[0]
     assert c.n_resamples > 10_000
-    se = math.sqrt(c.p_value * (1 - c.p_value) / c.n_resamples)
+    se = sign_flip_mc_se(c.p_value, c.n_resamples)  # the two-sided p's Monte Carlo error
+    assert c.p_mc_se == pytest.approx(se)
     assert abs(c.p_value - precise.p_value) < 4 * se + 4 * precise.mc_se
     assert c.p_adjusted == pytest.approx(min(1.0, 60 * c.p_value))
 
