@@ -557,22 +557,38 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=None if sys.stdout.isatty() else 220)
-    t = Table(title=f"paired comparisons (diff = a - b; 95% CI: unadjusted paired bootstrap; p adj: {correction} "
-                    "within each family = one metric and slice, over its pairs of runs; fam = family size)")
-    for col in ("run a", "run b", "metric", "slice", "n", "mean a", "mean b", "diff", "95% CI", "test", "p", "p adj",
-                "fam", "verdict"):
-        t.add_column(col, justify="right" if col in ("n", "mean a", "mean b", "diff", "p", "p adj", "fam") else "left")
+    # at most 120 columns (narrower on a narrower terminal): one table per pair of runs, named in its title (a vs b);
+    # a metric, test or family size that every row shares is said once above the tables instead of in a column
+    console = console or Console(width=min(120, Console().width) if sys.stdout.isatty() else 120)
+    cols = ("metric", "slice", "n", "mean a", "mean b", "diff", "95% CI", "test", "p", "p adj", "fam", "verdict")
     flagged = False
+    pairs: dict[tuple[str, str], list[tuple[str, ...]]] = {}
     for c in comparisons:
         verdict = c.verdict or verdict_of(c)
+        verdict = {f"{c.run_a} better": "a better", f"{c.run_b} better": "b better"}.get(verdict, verdict)
         if ci_disagrees(c):
             verdict += " *"
             flagged = True
-        t.add_row(c.run_a, c.run_b, c.metric, c.slice, str(c.n), _fmt(c.mean_a), _fmt(c.mean_b), _fmt(c.diff),
-                  f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
-                  str(c.family_size) if c.test != "none" else "-", verdict)
-    console.print(t)
+        pairs.setdefault((c.run_a, c.run_b), []).append((
+            c.metric, c.slice, str(c.n), _fmt(c.mean_a, 3), _fmt(c.mean_b, 3), _fmt(c.diff, 3),
+            f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
+            str(c.family_size) if c.test != "none" else "-", verdict))
+    rows = [r for rs in pairs.values() for r in rs]
+    same = [i for i, col in enumerate(cols)
+            if col in ("metric", "test", "fam") and rows and len({r[i] for r in rows}) == 1]
+    console.print(f"paired comparisons (diff = a - b; 95% CI: unadjusted paired bootstrap; p adj: {correction} within "
+                  "each family = one metric and slice, over its pairs of runs; fam = family size"
+                  + "".join(f"; {cols[i]}: {rows[0][i]}" for i in same) + ")", highlight=False)
+    for (run_a, run_b), prows in pairs.items():
+        t = Table(title=f"a = {run_a}  vs  b = {run_b}", title_justify="left")
+        for i, col in enumerate(cols):
+            if i not in same:
+                numeric = col in ("n", "mean a", "mean b", "diff", "95% CI", "p", "p adj", "fam")
+                t.add_column(col, justify="right" if numeric and col != "95% CI" else "left",
+                             no_wrap=numeric or col in ("metric", "slice"), overflow="fold")
+        for r in prows:
+            t.add_row(*(v for k, v in enumerate(r) if k not in same))
+        console.print(t)
     line = family_line(comparisons)
     if line:
         console.print(line)
