@@ -173,7 +173,7 @@ def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str
             written["tables_csv"] = out / "tables.csv"
             pd.concat(frames, ignore_index=True).to_csv(written["tables_csv"], index=False)
         sig = rep.significance
-        if sig.comparisons:  # the comparisons section's records, as `python -m recbench.compare --json` writes them
+        if sig.comparisons:  # every family's records (letters, marks, comparisons section), as compare --json writes
             from recbench.compare import write_json
 
             written["comparisons_csv"] = out / "comparisons.csv"
