@@ -225,7 +225,10 @@ class HFBackend(Backend):
         cached = self._load_cached_gguf() if self.gguf_file else None
         tok, model, how, folder = cached if cached is not None else (*self._load_direct(), "", None)
         if self.gguf_file and cached is None:
-            how = "GGUF de-quantized; derived-data cache off"
+            from recbench.derived_cache import cache_dir
+
+            how = "GGUF de-quantized; " + ("derived-data cache off" if cache_dir() is None
+                                           else f"derived-data cache {cache_dir()} not writable")
         if self.adapter:
             from peft import PeftModel
 
