@@ -332,8 +332,9 @@ def sweep_runs(sweep_dir: str | Path) -> list[SweepRun]:
     return out
 
 
-def _higher_is_better(metrics: dict[str, Any], name: str) -> bool:
-    return bool(((metrics.get("metric_info") or {}).get(name) or {}).get("higher_is_better", True))
+def _higher_is_better(metrics: dict[str, Any], name: str) -> Optional[bool]:
+    """The metric's direction from metric_info: True/False, None when it has none or it is unknown."""
+    return ((metrics.get("metric_info") or {}).get(name) or {}).get("higher_is_better")
 
 
 def _run_label(run: SweepRun, root: Path) -> str:
@@ -365,7 +366,8 @@ def sweep_table(sweep_dir: str | Path, width: int = MAX_WIDTH) -> Optional[Any]:
             return (len(tasks), 0.0, str(r.run_dir))
         t, h = str(r.metrics["task"]["name"]), r.metrics["headline_metric"]
         v = _num((r.metrics["metrics"].get(h) or {}).get("mean"))
-        sign = -1.0 if _higher_is_better(r.metrics, h) else 1.0
+        better = _higher_is_better(r.metrics, h)
+        sign = 0.0 if better is None else -1.0 if better else 1.0  # no direction: keep the label order
         return (tasks.index(t), math.inf if v is None else sign * v, _run_label(r, root))
 
     runs.sort(key=key)
