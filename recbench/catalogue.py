@@ -14,6 +14,8 @@ import yaml
 GROUPS = ("models", "tasks", "methods")
 #: a full stop that ends a sentence (not "et al.", "e.g.", "i.e." or an ellipsis), followed by a new sentence
 SENTENCE_END = re.compile(r"(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!\.\.)\.\s+(?=[A-Z(`])")
+#: a comment line that ends with a full stop (same exceptions): the next comment line starts a new sentence
+LINE_END = re.compile(r"(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!\.\.)\.$")
 
 
 def conf_dir() -> Path:
@@ -37,7 +39,8 @@ def read_entry(group: str, name: str) -> tuple[dict[str, Any], str]:
 
 
 def first_sentence(text: str) -> str:
-    """The first sentence of a file's leading comment block (continuation lines joined; indented examples end it)."""
+    """The first sentence of a file's leading comment block (continuation lines joined; indented examples, and a
+    line ending with a full stop, end it)."""
     parts: list[str] = []
     for ln in text.splitlines():
         if not ln.startswith("#") or ln.startswith("#   ") or not ln.strip("# "):
@@ -45,6 +48,8 @@ def first_sentence(text: str) -> str:
                 break
             continue
         parts.append(ln.lstrip("# ").strip())
+        if LINE_END.search(parts[-1]):
+            break
     joined = " ".join(parts)
     end = SENTENCE_END.search(joined)
     return joined[: end.start() + 1] if end else joined
@@ -104,13 +109,34 @@ def task_methods(task: str) -> frozenset[str]:
     return frozenset(getattr(importlib.import_module(mod), cls).methods)
 
 
+def accepts(allowed: frozenset[str], method: str) -> bool:
+    """True when a method config's class (its kind, else its name) is among a task's method classes; a name with no
+    packaged config (a user's own config folder) counts as accepted, as it cannot be told here."""
+    if method not in names("method"):
+        return True
+    data = merged("method", method)
+    return str(data.get("kind") or data.get("name") or method) in allowed
+
+
+def methods_for_task(task: str, candidates: Optional[list[str]] = None) -> list[str]:
+    """The method config names (of `candidates`, default all) that the task accepts, sorted."""
+    allowed = task_methods(task)
+    return sorted(n for n in (names("method") if candidates is None else candidates) if accepts(allowed, n))
+
+
+def default_choice(group: str) -> Optional[str]:
+    """The option conf/config.yaml's defaults list picks for a config group (e.g. the default task)."""
+    data = yaml.safe_load((conf_dir() / "config.yaml").read_text(encoding="utf-8")) or {}
+    return next((str(d[group]) for d in data.get("defaults") or [] if isinstance(d, dict) and group in d), None)
+
+
 def list_methods(task: Optional[str] = None) -> list[str]:
     """One line per method config (only those the task accepts when given): name, needs-model flag, description."""
     allowed = task_methods(task) if task else None
     lines = []
     for n in names("method"):
         data = merged("method", n)
-        if allowed is not None and str(data.get("kind") or data.get("name") or n) not in allowed:
+        if allowed is not None and not accepts(allowed, n):
             continue
         free = "no model" if data.get("model_free") else "model"
         lines.append(f"{n:<20} {free:<9} {description('method', n)}")

@@ -36,9 +36,15 @@ def recbench_plus_tables(idx: Index, view: ReportView, benchmark: str) -> list[T
     rows = []
     row_keys: list[tuple[str, str, str, str]] = []
     multi_task = len(set(df["task"])) > 1
+    ref_rows = []  # model-free reference rows (model "none"): their own table, as PerRecBench's
     for task in sorted(set(df["task"])):
         sub = df[df["task"] == task]
-        for model in _row_order(list(set(sub["model"]))):
+        for method in sorted(set(sub[sub["model"] == "none"]["method"])):
+            for var in sorted(set(sub[(sub["model"] == "none") & (sub["method"] == method)]["variant"])):
+                cells = [cell_from(idx.get(task, "none", method, var, *((sl, t) if t != "all" else OVERALL), m), m)
+                         for t, m in columns]
+                ref_rows.append(([method + (f" [{var}]" if var else "")] + ([task] if multi_task else []), cells))
+        for model in _row_order([m for m in set(sub["model"]) if m != "none"]):
             for method in sorted(set(sub[sub["model"] == model]["method"]), key=lambda m: (m not in hist, m)):
                 for var in sorted(set(sub[(sub["model"] == model) & (sub["method"] == method)]["variant"])):
                     cells = [cell_from(idx.get(task, model, method, var, *((sl, t) if t != "all" else OVERALL), m), m)
@@ -59,7 +65,15 @@ def recbench_plus_tables(idx: Index, view: ReportView, benchmark: str) -> list[T
                       f"query files of the same domain; sources in data/published/{benchmark}.yaml and each cell's "
                       f"tooltip); {OUTSIDE_MARK} = the published value lies outside the measured 95% CI "
                       f"({flagged} cell(s)).")
-    return [t]
+    tables = [t] if rows else []
+    if ref_rows:
+        tables.append(Table(id="recbench-plus-reference", title="RecBench+: reference rows (no model)",
+                            caption="the same metrics for the model-free baselines (popular_match: the most-rated "
+                                    "items carrying the entities the query names; bm25_items: BM25 of the item text "
+                                    "against the query), by query type.",
+                            row_header=["baseline"] + (["task"] if multi_task else []), header=_header(columns),
+                            columns=columns, rows=ref_rows))
+    return tables
 
 
 def _domain(cfg: dict[str, Any]) -> Optional[str]:

@@ -18,6 +18,7 @@ from recbench.task import Task, to_plain
 from recbench.tasks.recbench_plus import data as D
 from recbench.tasks.recbench_plus import metrics as M
 from recbench.tasks.recbench_plus.methods import AssistantMethod
+from recbench.tasks.recbench_plus.reference import BM25Items, PopularMatch
 from recbench.types import Example, Outcome
 
 register(
@@ -51,7 +52,8 @@ class RecBenchPlusTask(Task):
         return recbench_plus_tables(idx, view, benchmark)
 
     name = "recbench_plus"
-    methods = {"assistant": AssistantMethod, "assistant_history": AssistantMethod}
+    methods = {"assistant": AssistantMethod, "assistant_history": AssistantMethod,
+               PopularMatch.name: PopularMatch, BM25Items.name: BM25Items}  # the last two: reference rows, no model
     breakdown_by = ("query_type", "condition_num", "group_type")
     breakdown_order = {"query_type": tuple(D.QUERY_TYPES)}
     headline_metric = "recall"
