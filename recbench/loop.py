@@ -214,7 +214,7 @@ class EvalLoop:
         metrics = self.task.score(act.example, outcome)
         self._finished.append(SampleRecord(id=act.example.id, meta=act.example.meta, prediction=outcome.prediction,
                                            parse_status=outcome.parse_status, details=outcome.details,
-                                           metrics=metrics, calls=act.calls))
+                                           metrics=metrics, calls=act.calls, truth=self.task.truth(act.example)))
         self.stats.examples_finished += 1
         self._active -= 1
         self._progress.example_done()

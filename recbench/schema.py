@@ -85,6 +85,7 @@ class SampleRecord:
     details: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Optional[float]] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
+    truth: Any = None  # what the answer is scored against (Task.truth); None in run dirs written before it existed
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "SampleRecord":
@@ -94,12 +95,15 @@ class SampleRecord:
         return SampleRecord(id=str(d["id"]), meta=d.get("meta") or {}, prediction=d.get("prediction"),
                             parse_status=d.get("parse_status", "ok"), details=d.get("details") or {},
                             metrics=d.get("metrics") or {},
-                            calls=[CallRecord.from_dict(c) for c in d.get("calls") or []])
+                            calls=[CallRecord.from_dict(c) for c in d.get("calls") or []], truth=d.get("truth"))
 
     def to_dict(self) -> dict[str, Any]:
-        """The samples.jsonl form."""
-        return {"id": self.id, "meta": self.meta, "prediction": self.prediction, "parse_status": self.parse_status,
-                "details": self.details, "metrics": self.metrics, "calls": [c.to_dict() for c in self.calls]}
+        """The samples.jsonl form (`truth` only when the task gives one)."""
+        out = {"id": self.id, "meta": self.meta, "prediction": self.prediction, "parse_status": self.parse_status,
+               "details": self.details, "metrics": self.metrics, "calls": [c.to_dict() for c in self.calls]}
+        if self.truth is not None:
+            out["truth"] = self.truth
+        return out
 
     def value(self, metric: str) -> float:
         """A per-example metric as a float (NaN when undefined or absent)."""

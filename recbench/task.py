@@ -135,6 +135,10 @@ class Task(abc.ABC):
     def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
         """Per-example metrics (numbers; NaN means undefined and is excluded from means)."""
 
+    def truth(self, example: Example) -> Any:
+        """What an answer to the example is scored against, JSON-ready, stored as the sample's `truth` (None: none)."""
+        return None
+
     def slice_values(self, key: str, values: Iterable[str]) -> list[str]:
         """Breakdown values of `key` in display order: breakdown_order first, then numbers by value, then text."""
         declared = list(self.breakdown_order.get(key, ()))

@@ -1,7 +1,8 @@
 """The sample viewer: `python -m recbench.view RUN_DIR [--out FILE]` writes one self-contained samples.html.
 
 The page lists every example of a run dir (samples.jsonl, plus the examples abandoned after backend errors in
-errors.jsonl) with its prompts, raw answers, finish reasons, parse status and reason, prediction, per-example
+errors.jsonl) with its prompts, raw answers, finish reasons, parse status and reason, the prediction beside the
+truth it was scored against (the record's `truth`; run dirs written before it existed have none), per-example
 metrics, cache / token / latency figures and meta. It filters by parse status, by slice (the task's breakdown
 keys) and by free text, and renders one page of rows at a time, so runs with thousands of examples stay fast.
 No server, no network: the data is embedded as JSON and every model text is inserted as text, never as HTML.
@@ -51,14 +52,14 @@ def _call(c: CallRecord) -> dict[str, Any]:
 def _row(rec: SampleRecord) -> dict[str, Any]:
     """One finished example as the page shows it."""
     return {"id": rec.id, "status": rec.parse_status, "reason": parse_reason(rec.details), "meta": rec.meta,
-            "prediction": rec.prediction, "metrics": rec.metrics, "details": rec.details,
+            "prediction": rec.prediction, "truth": rec.truth, "metrics": rec.metrics, "details": rec.details,
             "calls": [_call(c) for c in rec.calls]}
 
 
 def _error_row(rec: ErrorRecord) -> dict[str, Any]:
     """One example abandoned after a backend error, as the page shows it."""
-    return {"id": rec.id, "status": "error", "reason": rec.error, "meta": {}, "prediction": None, "metrics": {},
-            "details": {}, "calls": [_call(c) for c in rec.calls]}
+    return {"id": rec.id, "status": "error", "reason": rec.error, "meta": {}, "prediction": None, "truth": None,
+            "metrics": {}, "details": {}, "calls": [_call(c) for c in rec.calls]}
 
 
 def _slices(breakdown_keys: list[str], rows: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -96,7 +97,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         "method": res.method if res else (cfg.get("method") or {}).get("name"),
         "headline": res.headline_metric if res else None, "complete": res.complete if res else False,
         "slices": _slices(list(res.breakdown) if res else [], rows), "rows": rows, "prompts": prompts,
-        "n_samples": n_samples, "n_errors": len(errors),
+        "n_samples": n_samples, "n_errors": len(errors), "has_truth": any(r["truth"] is not None for r in rows),
     }
 
 

@@ -167,6 +167,10 @@ class RatingTask(_ReviewTask):
         err = used - example.data["rating"]
         return {"mae": abs(err), "mse": err * err, "parsed": 0.0 if pred is None else 1.0}
 
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The true rating."""
+        return {"rating": example.data["rating"]}
+
     def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """RMSE/MAE over all examples (fallback for failures) and over parsed answers only."""
         recs = list(records)
@@ -221,6 +225,10 @@ class _TextTask(_ReviewTask):
     def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
         """Sentence BLEU-4 and ROUGE-1/2/L F1 (0-100) against the reference."""
         return M.text_metrics(outcome.prediction or "", self.reference(example))
+
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The reference text."""
+        return {"reference": self.reference(example)}
 
     def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Corpus BLEU-4 over all examples (failed answers count as empty) and the reference definition."""
@@ -368,6 +376,11 @@ class _RankTask(LLMRecTask):
                 out[f"share_{k}"] = d[k] / named if named else math.nan
             out["n_valid_items"] = float(d["in_candidates"])
         return out
+
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The held-out target item (id and title)."""
+        target = example.data["target"]
+        return {"target": target, "title": self.data.titles.get(target, "")}
 
     def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Corpus-level shares of named items that were hallucinated / out-of-candidate / duplicates; the exact

@@ -130,6 +130,15 @@ class PerRecTask(Task):
             out["mse"] = sum(e * e for e in errs) / len(errs) if full else math.nan
         return out
 
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The true order (highest relative rating first) and each user's relative rating, rating and average."""
+        order = true_order(example.data["users"])
+        users = sorted(example.data["users"], key=lambda u: order.index(u["user_id"]))  # in the true order
+        return {"order": order,
+                "relative_rating": {u["user_id"]: u["relative_rating"] for u in users},
+                "rating": {u["user_id"]: u["rating"] for u in users},
+                "avg_rating": {u["user_id"]: u["avg_rating"] for u in users}}
+
     def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """Rating MAE and RMSE over all users of the groups with a full rating prediction (group-size weighted)."""
         records = list(records)

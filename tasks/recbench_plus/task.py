@@ -221,6 +221,11 @@ class RecBenchPlusTask(Task):
             out.update(M.strict_scores(titles, self._gt_item_ids(example), self._resolver, k=k))
         return out
 
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The relevant items (titles as released, and their catalogue ids when given) and the query's conditions."""
+        return {"titles": list(example.data.get("gt_titles", [])), "ids": list(example.data.get("gt_ids", [])),
+                "conditions": [list(c) for c in example.data.get("conditions", [])]}
+
     def identity(self) -> dict[str, Any]:
         """Task name, data source and types."""
         return {"name": self.name, "data": to_plain(self.cfg.data),
