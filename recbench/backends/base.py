@@ -2,13 +2,28 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from recbench.types import Request, Response
 
 
 class BackendUnavailable(RuntimeError):
-    """The backend cannot be reached at all (e.g. N consecutive connection failures): stop the run, do not retry."""
+    """The server is down (N connection failures in a row and no answer for a while): stop the run, do not retry."""
+
+
+def empty_answer(text: Any, finish_reason: Optional[str]) -> Optional[str]:
+    """Why an answer is not a model's answer (None when it is): null, not text, or blank text, unless the model
+    stopped at its token limit (finish_reason=length, e.g. a reasoning model that spent max_tokens thinking).
+
+    Every backend turns such an answer into an error Response: retried where the backend retries, never cached,
+    and the example is abandoned (retried on the next run) instead of scored as the model's answer."""
+    if text is None:
+        return f"null answer text (finish_reason={finish_reason})" if finish_reason != "length" else None
+    if not isinstance(text, str):
+        return f"answer text is a {type(text).__name__}, not a string"
+    if not text.strip() and finish_reason != "length":
+        return f"empty answer (finish_reason={finish_reason})"
+    return None
 
 
 class Backend(abc.ABC):

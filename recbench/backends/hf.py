@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
-from recbench.backends.base import Backend
+from recbench.backends.base import Backend, empty_answer
 from recbench.backends.quirks import apply_quirks, check_quirks
 from recbench.types import Request, Response, file_sha256
 
@@ -407,6 +407,10 @@ class HFBackend(Backend):
                 if s in text:
                     text, stopped = text[: text.index(s)], True
             finish = "stop" if hit_eos or stopped or n_gen < sp.max_tokens else "length"
+            problem = empty_answer(text, finish)
+            if problem:  # an error, never cached: the example is abandoned and retried on the next run
+                results.append(Response(error=f"hf: {problem} after {n_gen} token(s)", latency_s=dt / len(prompts)))
+                continue
             results.append(
                 Response(
                     text=text,

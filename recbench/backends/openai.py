@@ -7,6 +7,7 @@ SDK is not used, because its per-request CPU cost was several times the latency 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import logging
@@ -16,14 +17,15 @@ import threading
 import time
 from collections import Counter, deque
 from typing import Any, Callable, Optional, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from recbench.backends.quirks import apply_quirks, check_quirks
-from recbench.backends.base import Backend, BackendUnavailable
+from recbench.backends.base import Backend, BackendUnavailable, empty_answer
 from recbench.backends.retry import RetryPolicy, parse_retry_after, retryable_status
 from recbench.backends.transport import ConnectFailure, HttpReply, ReadTimeout, Transport, TransportError
 from recbench.backends.transport import available as transport_available
 from recbench.backends.transport import make_transport
+from recbench.redact import redact_url
 from recbench.types import Request, Response
 
 log = logging.getLogger(__name__)
@@ -69,9 +71,10 @@ class _Failure(Exception):
     """One failed attempt: retryable or not, with the HTTP status and Retry-After when there was one."""
 
     def __init__(self, message: str, *, retryable: bool, status: Optional[int] = None,
-                 retry_after: Optional[float] = None):
+                 retry_after: Optional[float] = None, connection: bool = False):
         super().__init__(message)
         self.retryable, self.status, self.retry_after = retryable, status, retry_after
+        self.connection = connection  # no HTTP answer at all (refused, reset, dropped): judged by the down rule
 
 
 class OpenAIBackend(Backend):
@@ -98,6 +101,7 @@ class OpenAIBackend(Backend):
         batch_size: Optional[int] = None,
         seed_param: bool = True,
         max_consecutive_failures: int = 5,
+        down_after_s: float = 3.0,
         transport: str = "auto",
         quirks: Optional[Sequence[str]] = None,
     ):
@@ -107,6 +111,8 @@ class OpenAIBackend(Backend):
         if int(max_consecutive_failures) < 1:
             raise ValueError(f"max_consecutive_failures must be >= 1, got {max_consecutive_failures!r} "
                              "(model.backend.max_consecutive_failures)")
+        if not float(down_after_s) > 0:
+            raise ValueError(f"down_after_s must be > 0 seconds, got {down_after_s!r} (model.backend.down_after_s)")
         self.model = model
         self.name = name or model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
@@ -118,11 +124,20 @@ class OpenAIBackend(Backend):
                                    f"is not set; export the API key for {self.base_url} there")
         else:
             key = "EMPTY"  # local servers (vLLM, llama.cpp) accept any key; never read from config files
-        self._secret = key  # kept on the instance only: never logged, recorded, cached or put in identity()
-        self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
-                         "Accept": "application/json"}
-        self._url = self.base_url + "/chat/completions"
-        self._public_url = _without_userinfo(self.base_url)  # what messages and records show
+        u = _split_url(self.base_url)
+        auth = f"Bearer {key}"
+        if u.username is not None:  # http://user:password@host/v1: HTTP basic auth, as curl and browsers do
+            if api_key_env:
+                raise ValueError(f"{redact_url(self.base_url)} carries user info and model.backend.api_key_env is "
+                                 "set too: give the credentials one way (the key in the environment variable)")
+            auth = "Basic " + base64.b64encode(f"{unquote(u.username)}:{unquote(u.password or '')}".encode()).decode()
+        # kept on the instance only: never logged, recorded, cached or put in identity(); scrubbed from error texts
+        self._secrets = [s for s in [key, unquote(u.password or ""), *(v for _, v in parse_qsl(u.query))]
+                         if s and s != "EMPTY" and len(s) >= 4]
+        self._headers = {"Authorization": auth, "Content-Type": "application/json", "Accept": "application/json"}
+        host = u.netloc.rsplit("@", 1)[-1]  # the request URL: path + /chat/completions, the query kept after it
+        self._url = urlunsplit((u.scheme, host, u.path.rstrip("/") + "/chat/completions", u.query, ""))
+        self._public_url = redact_url(self.base_url)  # what messages and records show (user info, query masked)
         self.revision = revision
         self.concurrency = max(1, int(concurrency))
         self.timeout_s = float(timeout_s)
@@ -132,6 +147,7 @@ class OpenAIBackend(Backend):
         self.extra_body = dict(extra_body or {})
         self.seed_param = seed_param
         self.max_consecutive_failures = int(max_consecutive_failures)
+        self.down_after_s = float(down_after_s)
         self.transport = transport_available(transport)
         self.batch_size = batch_size or max(16, self.concurrency * 4)
         self.stats: Counter = Counter()  # attempts, retries, successes, gave_up, status_<code>, timeouts, ...
@@ -144,6 +160,7 @@ class OpenAIBackend(Backend):
         self._alive = False  # a connection or an HTTP answer was seen since the last connection failure
         self._probing = False  # one attempt is testing a server that is not known to be up
         self._consecutive = 0  # connection failures since the last HTTP answer
+        self._last_answer = time.monotonic()  # of the last HTTP answer (any status), or of the stream's start
         self._dead: Optional[BackendUnavailable] = None
 
     # ---- identity and records ---------------------------------------------------------------
@@ -160,7 +177,8 @@ class OpenAIBackend(Backend):
         return {"base_url": self._public_url, "api_key_env": self.api_key_env, "concurrency": self.concurrency,
                 "timeout_s": self.timeout_s, "retry": dataclasses.asdict(self.policy),
                 "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size,
-                "max_consecutive_failures": self.max_consecutive_failures, "transport": self.transport}
+                "max_consecutive_failures": self.max_consecutive_failures, "down_after_s": self.down_after_s,
+                "transport": self.transport}
 
     # ---- generation -------------------------------------------------------------------------
     def generate(self, requests: list[Request]) -> list[Response]:
@@ -188,8 +206,9 @@ class OpenAIBackend(Backend):
         """Keep `concurrency` requests in flight, pulling new ones as answers arrive (no batch barrier).
 
         `on_response` runs in the calling thread as each answer arrives; if it raises, everything in flight
-        is cancelled and the exception propagates. Raises BackendUnavailable after `max_consecutive_failures`
-        connection failures in a row (no request is sent after that).
+        is cancelled and the exception propagates. Raises BackendUnavailable when the server is down: at least
+        `max_consecutive_failures` connection failures in a row and no HTTP answer for `down_after_s` seconds
+        (no request is sent after that; see `_send`).
         """
         if self._loop.is_closed():
             raise RuntimeError("openai backend: stream() after close()")
@@ -202,9 +221,25 @@ class OpenAIBackend(Backend):
                                "make the requests available to next_requests instead")
         with self._call_lock:
             if running is None:
-                self._loop.run_until_complete(self._stream(next_requests, on_response))
+                self._run(next_requests, on_response)
             else:  # the caller's thread already runs an event loop (e.g. Jupyter): run ours beside it, wait
-                _run_in_thread(lambda: self._loop.run_until_complete(self._stream(next_requests, on_response)))
+                _run_in_thread(lambda: self._run(next_requests, on_response))
+
+    def _run(self, next_requests: Callable[[int], list[Request]],
+             on_response: Callable[[Request, Response], None]) -> None:
+        """Run one stream on the backend's loop; if Ctrl-C / SIGTERM breaks out of the loop, cancel the stream and
+        let it close its requests in flight before the exception goes on (no coroutine is left half-run)."""
+        main = self._loop.create_task(self._stream(next_requests, on_response))
+        try:
+            self._loop.run_until_complete(main)
+        except BaseException:
+            if not main.done():
+                main.cancel()
+                try:
+                    self._loop.run_until_complete(main)
+                except BaseException:  # noqa: BLE001 - the first exception is the one that goes on
+                    pass
+            raise
 
     async def _stream(self, next_requests: Callable[[int], list[Request]],
                       on_response: Callable[[Request, Response], None]) -> None:
@@ -212,6 +247,8 @@ class OpenAIBackend(Backend):
             self._cond = asyncio.Condition()
             self._client = make_transport(self.transport, self.concurrency, self.timeout_s, self._on_connect)
         self._dead = None
+        self._consecutive = 0
+        self._last_answer = time.monotonic()  # a new stream gives the server a fresh down_after_s
         tasks: dict[asyncio.Future, Request] = {}
         finished: deque[asyncio.Future] = deque()  # in completion order; O(1) per request at any window size
         wake = asyncio.Event()
@@ -288,11 +325,16 @@ class OpenAIBackend(Backend):
         return {**kw, **body}  # extra fields go at the top level of the JSON body (the SDK's extra_body)
 
     async def _one(self, req: Request) -> Response:
+        """One request with its retries. A retryable failure uses one of its `max_retries` (a connection failure
+        waits at most down_after_s / 4), except a connection failure while the server looks down
+        (`max_consecutive_failures` in a row): then the request probes again every down_after_s / 4 without using
+        its budget until the server answers or `_send` declares it down, so a dead server stops the run (exit 2)
+        instead of abandoning examples one by one."""
         body = json.dumps(self._payload(req), ensure_ascii=False).encode()
         last: Optional[_Failure] = None
-        attempts = 0
+        attempts = used = 0
         t_start = time.monotonic()
-        for attempt in range(self.policy.max_retries + 1):
+        while True:
             attempts += 1
             t0 = time.monotonic()
             try:
@@ -306,10 +348,20 @@ class OpenAIBackend(Backend):
                     self.stats[f"status_{f.status}"] += 1
                 if f.status == 200:
                     self.stats["malformed"] += 1
-            if not last.retryable or attempt == self.policy.max_retries:
+            if not last.retryable:
+                break
+            if last.connection and self._consecutive >= self.max_consecutive_failures:
+                self.stats["probes"] += 1  # the server looks down: probe again soon, the retry budget untouched
+                await asyncio.sleep(self.down_after_s / 4)
+                continue
+            if used >= self.policy.max_retries:
                 break
             self.stats["retries"] += 1
-            await asyncio.sleep(self.policy.delay(attempt, last.retry_after, self._rng))
+            delay = self.policy.delay(used, last.retry_after, self._rng)
+            if last.connection:  # no HTTP answer: retry soon, so that a dead server is recognised in time
+                delay = min(delay, self.down_after_s / 4)
+            await asyncio.sleep(delay)
+            used += 1
         assert last is not None
         self.stats["gave_up"] += 1
         what = f"HTTP {last.status}" if last.status is not None else "no HTTP status"
@@ -338,19 +390,26 @@ class OpenAIBackend(Backend):
             self._alive = False
             self._consecutive += 1
             self.stats["connection_errors"] += 1
-            if self._consecutive >= self.max_consecutive_failures:
+            self.stats["max_consecutive"] = max(self.stats["max_consecutive"], self._consecutive)
+            silent = time.monotonic() - self._last_answer
+            if self._consecutive >= self.max_consecutive_failures and silent >= self.down_after_s:
                 self._dead = BackendUnavailable(
-                    f"openai backend: no connection to {self._public_url} after {self._consecutive} consecutive "
-                    f"attempts (last: {self._scrub(str(e))}); start the server there or fix model.backend.base_url")
+                    f"openai backend: server down: no answer from {self._public_url} for {silent:.1f}s, "
+                    f"{self._consecutive} connection attempts in a row failed (last: {self._scrub(str(e))}); "
+                    "start the server there or fix model.backend.base_url")
                 raise self._dead from None
-            raise _Failure(self._scrub(f"connection error: {e}"), retryable=True) from None
+            raise _Failure(self._scrub(f"connection error: {e}"), retryable=True, connection=True) from None
         except ReadTimeout as e:
             self.stats["timeouts"] += 1
             raise _Failure(f"timed out after {self.timeout_s:g}s ({e})", retryable=True) from None
         except TransportError as e:
             raise _Failure(self._scrub(str(e)), retryable=False) from None
         else:
+            now = time.monotonic()
+            if self._consecutive:
+                self.stats["max_silence_s"] = max(self.stats["max_silence_s"], round(now - self._last_answer, 3))
             self._consecutive = 0
+            self._last_answer = now
             await self._on_connect()
         finally:
             if probe:
@@ -370,9 +429,11 @@ class OpenAIBackend(Backend):
                 self._cond.notify_all()
 
     def _scrub(self, text: str) -> str:
-        """Remove the API key from any text that might be recorded (some servers echo it in errors)."""
-        if self._secret and self._secret != "EMPTY" and len(self._secret) >= 4:
-            text = text.replace(self._secret, "***")
+        """Remove the API key, URL password and query values from any text that might be recorded (some servers
+        echo them in errors; transport errors quote the request URL)."""
+        text = text.replace(self._url, self._public_url + "/chat/completions")
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
         return text
 
     def close(self) -> None:
@@ -399,12 +460,17 @@ class OpenAIBackend(Backend):
             pass
 
 
-def _without_userinfo(url: str) -> str:
-    """url without a user:password@ part."""
-    u = urlsplit(url)
-    if "@" not in u.netloc:
-        return url
-    return u._replace(netloc=u.netloc.rsplit("@", 1)[1]).geturl()
+def _split_url(url: str):
+    """urlsplit(url), or a ValueError naming the key when it is not an http(s) URL with a host."""
+    try:
+        u = urlsplit(url)
+        u.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as e:
+        raise ValueError(f"model.backend.base_url {redact_url(url)!r} is not a valid URL ({e})") from None
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ValueError(f"model.backend.base_url {redact_url(url)!r} is not an http(s) URL with a host, "
+                         "e.g. http://127.0.0.1:8000/v1")
+    return u
 
 
 def _loop_running_here() -> bool:
@@ -445,23 +511,30 @@ def _error_text(reply: HttpReply) -> str:
 
 
 def _parse(reply: HttpReply) -> Response:
-    """A Response from a 200 answer's JSON body; a truncated or malformed body is a retryable failure."""
+    """A Response from a 200 answer's JSON body. A truncated or malformed body, a body without choices and an
+    empty or null answer (base.empty_answer) are retryable failures: never a Response, so never cached."""
     try:
         data = json.loads(reply.body)
-        ch = data["choices"][0]
-        msg = ch["message"]
-        text = msg.get("content") or ""
-        if not isinstance(text, str):
-            raise TypeError(f"message.content is {type(text).__name__}")
+        choices = data["choices"]
+        if not choices:
+            raise IndexError("no choices in the response")
+        ch = choices[0]
+        text = ch["message"].get("content")
+        finish = ch.get("finish_reason") or "stop"
+        usage = data.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        completion_tokens = int(usage.get("completion_tokens") or 0)
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
         raise _Failure(f"malformed response body: {type(e).__name__}: {_short(str(e))}", retryable=True,
                        status=200) from None
-    usage = data.get("usage") or {}
+    problem = empty_answer(text, finish)
+    if problem:
+        raise _Failure(f"{problem} in a 200 answer", retryable=True, status=200)
     return Response(
-        text=text,
-        finish_reason=ch.get("finish_reason") or "stop",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
+        text=text or "",
+        finish_reason=finish,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
         logprobs=_logprobs(ch),
     )
 

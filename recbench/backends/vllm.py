@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any, Optional, Sequence
 
-from recbench.backends.base import Backend
+from recbench.backends.base import Backend, empty_answer
 from recbench.backends.hf import quiet_gguf, resolve_model_dir, weights_fingerprint
 from recbench.backends.quirks import apply_quirks, check_quirks
 from recbench.types import Request, Response
@@ -221,7 +221,11 @@ class VLLMBackend(Backend):
         dt = time.time() - t0
         res = []
         for o in outs:
-            c = o.outputs[0]
+            c = o.outputs[0] if o.outputs else None
+            problem = "no completion in the engine's output" if c is None else empty_answer(c.text, c.finish_reason)
+            if problem:  # an error, never cached: the example is abandoned and retried on the next run
+                res.append(Response(error=f"vllm: {problem}", latency_s=dt / len(requests)))
+                continue
             res.append(Response(
                 text=c.text,
                 finish_reason=c.finish_reason or "stop",

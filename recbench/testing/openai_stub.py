@@ -34,10 +34,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
 
 #: faults a schedule may return: 429 (with Retry-After), 500, slow (answers after `slow_s`, past a client's
-#: timeout), truncated (200 with half a JSON body), reset (connection closed without an answer), 401echo
-#: (a 401 that echoes the key it received, as some servers do)
+#: timeout), truncated (200 with half a JSON body), reset (connection closed without an answer), null / empty
+#: (200 whose message.content is null / ""), nochoices (200 with "choices": []), 401echo (a 401 that echoes the
+#: key it received, as some servers do)
 FAULTS = ("429", "500", "slow", "truncated")
-ALL_FAULTS = (*FAULTS, "reset", "401echo")
+#: every fault a flaky server shows, each retryable: what "30% faults of every kind" means in the tests
+FLAKY_FAULTS = (*FAULTS, "reset", "null", "empty", "nochoices")
+ALL_FAULTS = (*FLAKY_FAULTS, "401echo")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 Schedule = Callable[[str, int], Optional[str]]
@@ -135,6 +138,7 @@ class StubServer:
             self.attempts: dict[str, int] = defaultdict(int)
             self.faults: Counter = Counter()
             self.auth_seen: set[str] = set()
+            self.paths: Counter = Counter()  # request path (with its query) of every chat completion received
             self.in_flight = 0
             self.max_in_flight = 0
             self.received = 0
@@ -192,17 +196,20 @@ class StubServer:
                 with self._lock:
                     self.stragglers += 1
             self._stopping.wait(wait)  # returns early when the server stops
-        text = self.answer_fn(messages)
+        text = {"null": None, "empty": ""}[fault] if fault in ("null", "empty") else self.answer_fn(messages)
+        choices = [] if fault == "nochoices" else [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+             "logprobs": _logprobs(text or "", body.get("top_logprobs")) if body.get("logprobs") else None}]
         payload = json.dumps({
             "id": f"stub-{key[:8]}-{attempt}", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model", "stub"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
-                         "logprobs": _logprobs(text, body.get("top_logprobs")) if body.get("logprobs") else None}],
+            "model": body.get("model", "stub"), "choices": choices,
             "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in messages),
-                      "completion_tokens": len(text.split()), "total_tokens": 0},
+                      "completion_tokens": len((text or "").split()), "total_tokens": 0},
         }).encode()
-        if fault == "truncated":
-            h._send(200, payload[: len(payload) // 2])  # a well-framed response whose JSON body is cut in half
+        if fault in ("truncated", "null", "empty", "nochoices"):
+            if fault == "truncated":  # a well-framed response whose JSON body is cut in half
+                payload = payload[: len(payload) // 2]
+            h._send(200, payload)  # not an answer a client may keep: not counted as paid
             return
         with self._lock:
             self.answered += 1
@@ -272,6 +279,7 @@ def _handler(stub: StubServer) -> type:
                 return
             with stub._lock:
                 stub.received += 1
+                stub.paths[self.path] += 1
                 stub.in_flight += 1
                 stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
             try:

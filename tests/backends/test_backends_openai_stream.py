@@ -145,33 +145,42 @@ def test_base_class_stream_pulls_batches_and_delivers_in_order():
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_refused_server_stops_after_exactly_n_attempts(transport):
+def test_refused_server_stops_once_down_after_s_passes_without_an_answer(transport):
+    """Nothing listens: connection failures never use up a request's retries (no example is abandoned); the stop
+    comes at the first failure after down_after_s with N in a row, probes spaced down_after_s / 4."""
     url = refused_url()
     b = OpenAIBackend(model="stub", base_url=url, concurrency=8, max_consecutive_failures=3, transport=transport,
-                      **FAST)
+                      down_after_s=0.6, **FAST)
+    t0 = time.monotonic()
     with pytest.raises(BackendUnavailable) as ei:
         b.generate(_reqs(20))
+    elapsed = time.monotonic() - t0
     msg = str(ei.value)
     b.close()
-    assert url in msg and "model.backend.base_url" in msg and "start the server" in msg
-    assert b.stats["attempts"] == 3 and b.stats["connection_errors"] == 3
+    assert url in msg and "model.backend.base_url" in msg and "start the server" in msg and "server down" in msg
     assert isinstance(ei.value, RuntimeError) and "\n" not in msg
+    assert 0.6 <= elapsed < 0.6 + 0.15 + 1.0, elapsed  # the window, one probe interval, slack for a loaded machine
+    assert b.stats["gave_up"] == 0 and b.stats["successes"] == 0
+    # 2 failures use a retry each, then every waiting request probes once per 0.15 s (8 requests, ~4 rounds)
+    assert b.stats["connection_errors"] == b.stats["attempts"] and 3 <= b.stats["attempts"] <= 3 + 8 * 6
 
 
 def test_reset_connections_count_and_no_request_is_sent_after_the_stop():
-    """A server that accepts and then drops every connection: the stop comes after N failures in a row; only
-    attempts already in flight then (at most concurrency - 1) reach the server, and none after the stop."""
+    """A server that accepts and then drops every connection is down too (no HTTP answer); no attempt starts after
+    the stop, and an attempt already in flight may still reach the server a moment later."""
     with StubServer(schedule=lambda k, a: "reset") as stub:
-        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=3, max_consecutive_failures=4, **FAST)
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=3, max_consecutive_failures=4,
+                          down_after_s=0.4, **FAST)
+        t0 = time.monotonic()
         with pytest.raises(BackendUnavailable, match=stub.base_url):
             b.generate(_reqs(20))
+        elapsed = time.monotonic() - t0
         attempts_at_stop = b.stats["attempts"]
         time.sleep(0.3)
         b.close()
-        # no attempt starts after the stop; an attempt already in flight may still reach the server a moment later
-        # (on a loaded machine), and some die on a dropped socket unseen
         assert b.stats["attempts"] == attempts_at_stop and stub.received <= attempts_at_stop
-        assert b.stats["connection_errors"] == 4 and 4 <= b.stats["attempts"] <= 4 + 3 - 1  # the rest: cancelled
+        assert 0.4 <= elapsed < 0.4 + 0.1 + 1.0 and b.stats["gave_up"] == 0
+        assert b.stats["connection_errors"] >= 4 and stub.received >= 4
 
 
 def test_http_errors_are_not_connection_failures():
