@@ -15,9 +15,10 @@ from recbench.backends.base import Backend
 from recbench.cache import CacheError, ResponseCache
 from recbench.config_schema import validate
 from recbench.construct import (CONFIG_MODULE, LazyBackend, build_backend, build_task, bundled_data,  # noqa: F401
-                                register_resolvers, select_examples)
+                                data_source, register_resolvers, select_examples)
 from recbench.registry import ConfigError, DataError, suggest
 from recbench.runstore import RunDirInUse, RunStore, inputs_fingerprint, mark_finished, reuse_finished
+from recbench.rundir import discard_unused
 from recbench.schema import RunResult, SchemaError
 from recbench.summary import (PSEUDO_METRICS, REPAIRED_LEGEND, fallback_note, print_summary,  # noqa: F401
                               selection_line)
@@ -46,21 +47,27 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> dict[str, Any]:
     """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
     t0 = time.time()
-    validate(cfg)
-    derived_cache.configure(cfg.cache.derived_dir)
-    config_text = OmegaConf.to_yaml(cfg, resolve=True)
-    inputs = None  # runs with a given backend object (tests, benchmarks) leave no reusable mark
-    if backend is None:  # a finished run asked again: nothing to load, run or re-aggregate
-        inputs = inputs_fingerprint(config_text, OmegaConf.to_container(cfg.task, resolve=True))
-        reused = _reuse_finished(cfg, run_dir, inputs, t0)
-        if reused is not None:
-            return reused
-    from recbench.audit import maybe_audit  # numpy, the task's data libraries: only when something runs
-    from recbench.loop import EvalLoop, aggregate
+    try:  # every config and data check before the run dir is written: a refused run leaves no trace in it
+        validate(cfg)
+        derived_cache.configure(cfg.cache.derived_dir)
+        config_text = OmegaConf.to_yaml(cfg, resolve=True)
+        inputs = None  # runs with a given backend object (tests, benchmarks) leave no reusable mark
+        if backend is None:  # a finished run asked again: nothing to load, run or re-aggregate
+            inputs = inputs_fingerprint(config_text, OmegaConf.to_container(cfg.task, resolve=True))
+            reused = _reuse_finished(cfg, run_dir, inputs, t0)
+            if reused is not None:
+                return reused
+        from recbench.audit import maybe_audit  # numpy, the task's data libraries: only when something runs
+        from recbench.loop import EvalLoop, aggregate
 
-    task = build_task(cfg)
-    method = task.make_method(cfg.method, cfg.sampling)
-    method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
+        task = build_task(cfg)
+        method = task.make_method(cfg.method, cfg.sampling)
+        method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
+        examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
+                                   source=data_source(task))
+    except BaseException:
+        discard_unused(run_dir)  # the run dir Hydra made for this job, if it holds only Hydra's own files
+        raise
     uses_model = method.needs_backend
     lazy = LazyBackend(cfg.model) if uses_model and backend is None else None
     store = RunStore(run_dir)
@@ -68,7 +75,6 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     try:
         store.write_text("config.yaml", config_text)
         cache = ResponseCache(cfg.cache.path, enabled=cfg.cache.enabled)
-        examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
         loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=cfg.run.chunk_size,
                         store_prompts=cfg.run.store_prompts, progress=cfg.run.progress, backend_factory=lazy)
         complete = False

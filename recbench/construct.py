@@ -11,7 +11,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from recbench.backends.base import Backend
-from recbench.registry import ConfigError, suggest
+from recbench.registry import ConfigError, DataError, suggest
 from recbench.task import Task
 
 CONFIG_MODULE = "recbench.conf"
@@ -35,17 +35,32 @@ def register_resolvers() -> None:
     from recbench.config_schema import register_configs
 
     register_configs()
+    from recbench.rundir import safe_name
+
     OmegaConf.register_new_resolver("rb.variant", _variant, replace=True)
     OmegaConf.register_new_resolver("rb.data", bundled_data, replace=True)
+    # a task or method name as one folder of the run dir (never '..' or a path: a run dir stays under the runs dir)
+    OmegaConf.register_new_resolver("rb.name", safe_name, replace=True)
     # model-free reference methods (model_free: true) file their runs under model "none"
-    OmegaConf.register_new_resolver("rb.model_tag", lambda model, free: "none" if free else model, replace=True)
+    OmegaConf.register_new_resolver("rb.model_tag", lambda model, free: "none" if free else safe_name(model),
+                                    replace=True)
 
 
 def build_task(cfg: DictConfig) -> Task:
-    """Instantiate the task class named by task._target_ with the task config."""
+    """Instantiate the task class named by task._target_ with the task config, after checking the task's and the
+    method's keys against the rules their classes declare (`settings_rules`: one ConfigError naming the key)."""
     from hydra.utils import get_class
 
-    return get_class(cfg.task._target_)(cfg.task)
+    from recbench.config_schema import check_settings
+
+    cls = get_class(cfg.task._target_)
+    check_settings(cfg.task, getattr(cls, "settings_rules", {}), "task")
+    method = cfg.get("method")
+    if method is not None:
+        mcls = (getattr(cls, "methods", None) or {}).get(method.get("kind") or method.get("name"))
+        if mcls is not None:  # an unknown method is refused by Task.make_method, with the valid choices
+            check_settings(method, getattr(mcls, "settings_rules", {}), "method")
+    return cls(cfg.task)
 
 
 def build_backend(model_cfg: DictConfig) -> Backend:
@@ -118,8 +133,36 @@ class LazyBackend:
             self._backend.close()
 
 
-def select_examples(examples: list, limit: Any, strategy: str, seed: int, by: tuple[str, ...]) -> list:
-    """The examples a run evaluates: all, or `limit` of them chosen by strategy (first | stratified | random)."""
+def data_source(task: Task) -> str:
+    """'task <name> (data_dir=<folder>)': how errors about a task's examples name where they came from."""
+    try:
+        ident = task.identity()
+    except Exception:  # noqa: BLE001 - only for a message: a task whose identity cannot be told is named alone
+        ident = {}
+    where = next((f"{k}={ident[k]}" for k in ("data_dir", "data", "data_path") if ident.get(k)), "")
+    return f"task {task.name}" + (f" ({where})" if where else "")
+
+
+def check_examples(examples: list, source: str = "the task") -> None:
+    """Refuse a task that loaded no example, or two examples with one id (each would be scored, or one would
+    replace the other's record): DataError naming the id and both positions. Every task goes through this."""
+    if not examples:
+        raise DataError(f"{source} has no example to evaluate: its data files hold none, or the task's filter settings "
+                        "select none. Fix: check the data folder and the task's filters")
+    first: dict[str, int] = {}
+    for i, e in enumerate(examples, 1):
+        j = first.setdefault(str(e.id), i)
+        if j != i:
+            raise DataError(f"{source}: example id '{e.id}' is given twice (examples {j} and {i} of {len(examples)}); "
+                            "a duplicate would be scored twice or replace the first. Fix: give every example its own "
+                            "id in the data file")
+
+
+def select_examples(examples: list, limit: Any, strategy: str, seed: int, by: tuple[str, ...],
+                    source: str = "the task") -> list:
+    """The examples a run evaluates: all, or `limit` of them chosen by strategy (first | stratified | random);
+    refuses an empty or duplicated example list first (check_examples)."""
+    check_examples(examples, source)
     if limit is None:
         return examples
     n = int(limit)

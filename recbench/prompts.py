@@ -6,16 +6,27 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jinja2 import FileSystemLoader, StrictUndefined
+from jinja2 import BaseLoader, FileSystemLoader, StrictUndefined, TemplateNotFound
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class NoTemplateFiles(BaseLoader):
+    """The loader of template text given inline (e.g. a YAML task's prompt): it has no folder, so an include, import
+    or extends is refused by name (a TemplateNotFound, i.e. a TemplateError) and never reads a file."""
+
+    def get_source(self, environment: Any, template: str) -> Any:
+        """Refuse every template name."""
+        raise TemplateNotFound(template, f"'{template}': a template given as text cannot include, import or extend "
+                                         "another template (it has no template folder); put that text in the template")
 
 
 @functools.lru_cache(maxsize=64)
 def sandbox(template_dir: str | None = None) -> ImmutableSandboxedEnvironment:
-    """A sandboxed Jinja2 environment (undefined variables are errors), loading includes from template_dir."""
+    """A sandboxed Jinja2 environment (undefined variables are errors), loading includes from template_dir (none
+    without one: NoTemplateFiles)."""
     return ImmutableSandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=False,
                                          trim_blocks=True, lstrip_blocks=True,
-                                         loader=FileSystemLoader(template_dir) if template_dir else None)
+                                         loader=FileSystemLoader(template_dir) if template_dir else NoTemplateFiles())
 
 
 @functools.lru_cache(maxsize=256)

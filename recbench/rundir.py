@@ -1,9 +1,10 @@
-"""Run-dir names: the override string of a run, made filesystem-safe and short."""
+"""Run-dir names (the override string of a run, made filesystem-safe and short; names that stay one path component)
+and the removal of a run dir that a refused run left holding only Hydra's files."""
 from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 MAX_VALUE = 40  # a longer value (or any path) enters the name as its stem plus a short hash
 
@@ -28,3 +29,46 @@ def variant_name(overrides: str) -> str:
         key, eq, value = p.partition("=")
         out.append(f"{key}{eq}{_short(value)}" if eq else p)
     return ",".join(out).replace("/", "_") or "default"
+
+
+def safe_name(name: str) -> str:
+    """One path component for a task, model or method name: separators become '_', and '.', '..' or '' a name
+    that stays inside the runs dir (the config check refuses such names first; this is the guarantee)."""
+    s = str(name).replace("/", "_").replace("\\", "_").replace("\x00", "_")
+    return s if s.strip(".") else f"_{s}_"
+
+
+def bad_name(name: object) -> bool:
+    """True for a name that is not one plain path component (it holds a separator, or is '', '.' or '..')."""
+    s = str(name)
+    return safe_name(s) != s
+
+
+#: what Hydra itself writes into a job's run dir before recbench runs (its config copies and the job log)
+_HYDRA_OWN = {".hydra"}
+
+
+def discard_unused(run_dir: str | Path, runs_root: str | Path | None = None) -> bool:
+    """Remove a run dir that holds nothing but Hydra's own files (a run refused before it wrote anything), and the
+    folders above it that this left empty, up to the runs dir; a run dir with any recbench file is left alone.
+    Returns True when it removed the run dir."""
+    import os
+    import shutil
+
+    d = Path(run_dir)
+    try:
+        entries = list(d.iterdir())
+    except OSError:
+        return False
+    if any(not (e.name in _HYDRA_OWN or (e.is_file() and e.suffix == ".log")) for e in entries):
+        return False
+    parent = d.resolve().parent
+    shutil.rmtree(d, ignore_errors=True)
+    root = Path(runs_root if runs_root is not None else os.environ.get("RECBENCH_RUNS_DIR", "runs")).resolve()
+    while parent != root and root in parent.parents:
+        try:
+            parent.rmdir()  # only an empty folder
+        except OSError:
+            break
+        parent = parent.parent
+    return True

@@ -3,7 +3,6 @@ metrics from the registry). Subclass it, or any Task, and point `_target_` at yo
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 from pathlib import Path
@@ -12,8 +11,10 @@ from typing import Any, Iterable, Optional
 from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
 from omegaconf import DictConfig, OmegaConf
 
+from recbench.config_schema import flag, list_of, one_of, text, whole
+from recbench.datafiles import finite, jsonl_records, read_csv, read_json
 from recbench.prompts import render_string, sandbox
-from recbench.registry import ConfigError, lookup, suggest
+from recbench.registry import ConfigError, DataError, lookup, suggest
 from recbench.schema import SampleRecord
 from recbench.task import Method, Task
 from recbench import metric_registry as M
@@ -35,24 +36,36 @@ def read_records(path: Path, fmt: Optional[str] = None) -> list[dict[str, Any]]:
         raise ConfigError(f"task.data.format: cannot tell the format of '{path.name}' from its suffix; "
                           f"set task.data.format to one of: {', '.join(FORMATS)}")
     lookup({f: f for f in FORMATS}, fmt, what="task.data.format")
-    if fmt == "jsonl":
-        with open(path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+    if fmt == "jsonl":  # DataError naming the line: empty, not UTF-8, not JSON, not an object
+        return [r for _, r in jsonl_records(path)]
     if fmt == "json":
-        rows = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(rows, list):
-            raise ConfigError(f"task.data.path: {path} must hold a JSON list of records")
+        rows = read_json(path)
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ConfigError(f"task.data.path: {path} must hold a JSON list of records (objects)")
         return rows
     import pandas as pd
 
     if fmt == "csv":
-        df = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",", keep_default_na=False)
+        df = read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",", keep_default_na=False)
     else:
         try:
             df = pd.read_parquet(path)
         except ImportError as e:
             raise ConfigError(f"task.data.path: reading parquet needs pyarrow (pip install pyarrow): {e}") from e
+        except (ValueError, OSError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            raise DataError(f"{path}: cannot be read as parquet ({str(e).strip().splitlines()[0]}). Fix the file or "
+                            "set task.data.format") from None
     return df.to_dict(orient="records")
+
+
+def check_truth(value: Any, where: str, field: str, numeric: bool) -> None:
+    """Refuse a ground truth that cannot be scored: missing, null, NaN or empty; not a finite number where the
+    parser reads numbers (DataError naming the record)."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        raise DataError(f"{where}: the ground truth '{field}' is missing or empty; an example without it cannot be "
+                        "scored. Fix the record or remove it")
+    if numeric:
+        finite(value, where, field)
 
 
 class GenericTask(Task):
@@ -61,6 +74,12 @@ class GenericTask(Task):
     name = "generic"
     benchmark_title = "Config-only benchmarks"
     report_order = 3
+    #: valid values of the optional keys (docs/new_benchmark.md), checked before anything is loaded
+    settings_rules = {"constrained": flag(), "max_tokens": whole(1, null=True), "headline_metric": text(null=True),
+                      "breakdown_by": list_of(text(), min_len=0, null=True), "ground_truth": text(),
+                      "data.format": one_of(*FORMATS, null=True), "data.id_field": text(null=True),
+                      "prompt.system": text(null=True), "prompt.template": text(null=True),
+                      "prompt.template_file": text(null=True)}
 
     def __init__(self, cfg: DictConfig):
         super().__init__(cfg)
@@ -122,12 +141,17 @@ class GenericTask(Task):
                 raise ConfigError(f"task.breakdown_by '{key}' is not a field of {path.name}.{suggest(key, fields)} "
                                   f"Fields: {', '.join(fields)}")
         id_field = self.cfg.data.get("id_field", "id")
+        numeric = self.parser_cfg.get("kind") == "number"  # a number answer is scored against a number
         out = []
         for i, row in enumerate(rows):
             ex_id = str(row[id_field]) if id_field and id_field in row else str(i)
+            check_truth(row.get(gt), f"{path}: record {i + 1} (id {ex_id})", gt, numeric)
             out.append(Example(id=ex_id, data=row, meta={k: row[k] for k in self.breakdown_by}))
-        if len({e.id for e in out}) != len(out):
-            raise ConfigError(f"task.data.id_field '{id_field}': ids in {path.name} are not unique")
+        ids = [e.id for e in out]
+        if len(set(ids)) != len(out):
+            dup = next(x for k, x in enumerate(ids) if x in ids[:k])
+            raise ConfigError(f"task.data.id_field '{id_field}': id '{dup}' is given twice in {path} (records "
+                              f"{ids.index(dup) + 1} and {ids.index(dup, ids.index(dup) + 1) + 1}); ids must be unique")
         self.prompt(out[0])
         return out
 

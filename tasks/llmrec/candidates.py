@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from recbench.registry import DataError
 from recbench.tasks.llmrec.data import P5Data, load_p5
 
 FORMAT_VERSION = 1
@@ -114,8 +115,8 @@ def ensure_frozen(path: str | Path, expected_sha256: Optional[str], data: P5Data
     return True
 
 
-class CandidateFileError(ValueError):
-    """A candidate file that is missing, altered, or drawn from other data."""
+class CandidateFileError(DataError):
+    """A candidate file that is missing, altered, or drawn from other data (a user error: one line, exit 2)."""
 
 
 def load_candidates(path: str | Path, expected_sha256: Optional[str], data: P5Data) -> dict[str, dict]:
@@ -140,8 +141,11 @@ def load_candidates(path: str | Path, expected_sha256: Optional[str], data: P5Da
             raise CandidateFileError(f"{p} was frozen from other data (source sha256 {man['source_sha256']}, "
                                      f"data has {data.source_sha256})")
     out: dict[str, dict] = {}
-    for line in raw.decode().splitlines():
-        r = json.loads(line)
+    for no, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CandidateFileError(f"{p}:{no}: not valid JSON ({e.msg}). Restore the file or freeze it again") from None
         seq = data.sequences.get(r["user_id"])
         if seq is None or seq[-1] != r["target"] or r["target"] not in r["candidates"]:
             raise CandidateFileError(f"{p}: user {r['user_id']}: positive {r['target']} is not the user's test item")

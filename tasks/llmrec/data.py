@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import functools
-import gzip
 import html
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,12 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from recbench.datafiles import check_unique, finite, jsonl_records, read_csv, read_json, text_lines
 from recbench.registry import DataError
 from recbench.types import file_sha256
-
-
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
 def _first(root: Path, names: list[str], what: str, fix: str) -> Path:
@@ -50,24 +45,25 @@ def load_p5(data_dir: str) -> P5Data:
     seq_p = _first(root, ["sequential_data.txt"], "P5 sequences file",
                    "point task.data_dir at a P5-format folder (e.g. ../shared/data/beauty_p5 or data/llmrec_sample/p5)")
     sequences: dict[str, tuple[str, ...]] = {}
-    with open(seq_p, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) < 3:
-                raise DataError(f"{seq_p}:{line_no}: user {parts[0]} has {len(parts) - 1} item(s); the P5 split "
-                                 "needs at least 2 (history + test target)")
-            sequences[parts[0]] = tuple(parts[1:])
+    lines = [(no, line.split()) for no, line in text_lines(seq_p)]  # DataError: empty, not UTF-8 (naming the line)
+    check_unique(((parts[0], f"{seq_p}:{no}") for no, parts in lines), "user",
+                 "keep one line per user (each line is one user's whole sequence)")
+    for line_no, parts in lines:
+        if len(parts) < 3:
+            raise DataError(f"{seq_p}:{line_no}: user {parts[0]} has {len(parts) - 1} item(s); the P5 split "
+                             "needs at least 2 (history + test target)")
+        sequences[parts[0]] = tuple(parts[1:])
     titles: dict[str, str] = {}
     tsv = next(iter(sorted(root.glob("*items.tsv"))), None)
     if tsv is not None:
-        df = pd.read_csv(tsv, sep="\t", dtype=str, keep_default_na=False, quoting=3)
+        df = read_csv(tsv, sep="\t", dtype=str, keep_default_na=False, quoting=3)
         id_col = "p5_item_id" if "p5_item_id" in df.columns else df.columns[0]
+        if "title" not in df.columns:
+            raise DataError(f"{tsv}: no 'title' column; present: {list(df.columns)}. Fix the file's header")
         titles = dict(zip(df[id_col], df["title"].str.strip()))
     elif (root / "datamaps.json").exists():
-        dm = json.loads((root / "datamaps.json").read_text(encoding="utf-8"))
-        titles = {k: f"item {v}" for k, v in dm.get("id2item", {}).items()}
+        dm = read_json(root / "datamaps.json")
+        titles = {k: f"item {v}" for k, v in (dm.get("id2item", {}) if isinstance(dm, dict) else {}).items()}
     for s in sequences.values():
         for i in s:
             titles.setdefault(i, f"item {i}")
@@ -82,12 +78,18 @@ REVIEW_COLUMNS = ["user_id", "item_id", "rating", "title", "text", "timestamp", 
 def _meta_titles(root: Path) -> dict[str, str]:
     for name in ("filterd_meta_items.csv", "meta_items.csv"):
         if (root / name).exists():
-            m = pd.read_csv(root / name, dtype=str, keep_default_na=False)
+            m = read_csv(root / name, dtype=str, keep_default_na=False)
+            if not {"parent_asin", "title"} <= set(m.columns):
+                raise DataError(f"{root / name}: needs columns parent_asin and title; present: {list(m.columns)}")
             return dict(zip(m["parent_asin"], m["title"]))
     for name in ("meta.jsonl.gz", "meta.jsonl"):
         if (root / name).exists():
-            with _open_text(root / name) as f:
-                return {r["parent_asin"]: r.get("title") or "" for r in map(json.loads, filter(str.strip, f))}
+            out = {}
+            for no, r in jsonl_records(root / name):
+                if "parent_asin" not in r:
+                    raise DataError(f"{root / name}:{no}: the item has no field 'parent_asin'. Fix the line")
+                out[r["parent_asin"]] = r.get("title") or ""
+            return out
     return {}
 
 
@@ -103,17 +105,29 @@ def load_reviews(data_dir: str) -> pd.DataFrame:
     src = _first(root, ["filtered_user_reviews.json", "reviews.jsonl.gz", "reviews.jsonl"], "Amazon 2023 reviews",
                  "point task.data_dir at ../shared/data/amazon2023_all_beauty or data/llmrec_sample/reviews")
     rows: list[dict[str, Any]] = []
+    where: list[str] = []  # each row's place in the file, for errors
     if src.name.endswith(".json"):
-        for u in json.loads(src.read_text(encoding="utf-8")):
-            for r in u["reviews"]:
-                rows.append({"user_id": u["user_id"], **r})
+        users = read_json(src)
+        if not isinstance(users, list):
+            raise DataError(f"{src}: expected a JSON list of {{user_id, reviews: [...]}} records, got {type(users).__name__}")
+        for k, u in enumerate(users):
+            if not isinstance(u, dict) or "user_id" not in u or not isinstance(u.get("reviews"), list):
+                raise DataError(f"{src}: record {k + 1} is not a {{user_id, reviews: [...]}} object. Fix the record")
+            for j, r in enumerate(u["reviews"]):
+                rows.append({"user_id": u["user_id"], **r} if isinstance(r, dict) else {"user_id": u["user_id"]})
+                where.append(f"{src}: user {u['user_id']} review {j + 1}")
     else:
-        with _open_text(src) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+        for no, r in jsonl_records(src):
+            rows.append(r)
+            where.append(f"{src}:{no}")
+    fields = ("user_id", "parent_asin", "rating", "title", "text", "timestamp")
+    for w, r in zip(where, rows):
+        missing = [c for c in fields if c not in r]
+        if missing:
+            raise DataError(f"{w}: the review lacks field(s) {missing}; present: {sorted(r)}. Fix the record")
+        r["rating"] = finite(r["rating"], w, "rating")
+        r["timestamp"] = finite(r["timestamp"], w, "timestamp")
     df = pd.DataFrame(rows)
-    missing = [c for c in ("user_id", "parent_asin", "rating", "title", "text", "timestamp") if c not in df.columns]
-    if missing:
-        raise DataError(f"{src}: review records lack field(s) {missing}; present: {list(df.columns)}")
     meta = _meta_titles(root)
     df["item_id"] = df["parent_asin"].astype(str)
     names = df["product_name"] if "product_name" in df.columns else pd.Series("", index=df.index)

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
 from recbench.task import Method
+from recbench.tasks.llmrec import settings
 from recbench.types import Constraint, Example, MethodGen, Outcome, Request, SamplingParams
 
 #: LLMRec sub-tasks whose answer is one of a few strings: with `constrained: true` the model chooses among them
@@ -58,6 +59,7 @@ class ZeroShot(Method):
     """One prompt per example (task description + behaviour injection + format indicator), parsed by the task."""
 
     name = "zero_shot"
+    settings_rules = settings.ZERO_SHOT  # valid values of the method keys, checked before anything is loaded
     single_round = True  # one round of requests whatever the answers
 
     @property
@@ -116,6 +118,7 @@ class ZeroShot(Method):
 
 # ---- rating baselines ---------------------------------------------------------------------------
 class _RatingBaseline(Method):
+    settings_rules = settings.RATING_BASELINE
     needs_backend = False
 
     def prepare(self, examples: list[Example]) -> None:
@@ -187,6 +190,7 @@ class Lead(Method):
 
     name = "lead"
     needs_backend = False
+    settings_rules = settings.LEAD
 
     def run(self, example: Example) -> MethodGen:
         """First words of the review."""
@@ -198,6 +202,7 @@ class Lead(Method):
 # ---- ranking baselines (fit on every user's items except the held-out one) ---------------------
 class _RankBaseline(Method):
     needs_backend = False
+    settings_rules = settings.RANK_BASELINE
 
     def prepare(self, examples: list[Example]) -> None:
         """Score every example's candidates in one vectorised pass; keep the top-n ranking per example."""

@@ -19,6 +19,7 @@ from recbench.stats.baselines import expected_hr_at_k, expected_ndcg_at_k
 from recbench.task import Task
 from recbench.tasks.llmrec import methods as m
 from recbench.tasks.llmrec import metrics as M
+from recbench.tasks.llmrec import settings
 from recbench.tasks.llmrec.candidates import ensure_frozen, load_candidates
 from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
 from recbench.tasks.llmrec.resolve import ItemResolver
@@ -134,6 +135,7 @@ class RatingTask(_ReviewTask):
     """Rating prediction (1-5): RMSE and MAE of clamped predictions; unparseable answers get `fallback_rating`."""
 
     name = "llmrec_rating"
+    settings_rules = settings.RATING  # valid values of the task keys, checked before anything is loaded
     subtask = "rating"
     template = "rating.j2"
     headline_metric = "mae"
@@ -247,6 +249,7 @@ class ExplanationTask(_TextTask):
     """Explanation generation: a short explanation for a given rating; reference = first sentence of the review (or all of it)."""
 
     name = "llmrec_explanation"
+    settings_rules = settings.EXPLANATION
     subtask = "explanation"
     template = "explanation.j2"
 
@@ -269,6 +272,7 @@ class SummaryTask(_TextTask):
     """Review summarization: summarize the review text; reference = the review title (the reviewer's own summary)."""
 
     name = "llmrec_summary"
+    settings_rules = settings.SUMMARY
     subtask = "summary"
     template = "summary.j2"
     methods = {"zero_shot": m.ZeroShot, "lead": m.Lead}
@@ -295,6 +299,7 @@ class _RankTask(LLMRecTask):
     breakdown_by = ("history", "popularity")
     report_metrics = ("hr@1", "hr@5", "ndcg@5", "hr@10", "ndcg@10")
     ordered_history: ClassVar[bool] = True
+    settings_rules = settings.RANK  # valid values of the task keys, checked before anything is loaded
 
     methods = {"zero_shot": m.ZeroShot, "popularity": m.Popularity, "item_knn": m.ItemKNN, "mf": m.PureSVD,
                "random": m.RandomRank}

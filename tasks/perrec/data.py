@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from recbench.datafiles import check_unique, finite, jsonl_records, numeric_columns, read_csv
 from recbench.derived_cache import disk_cached
 from recbench.registry import DataError
 from recbench.types import Example
@@ -43,12 +43,16 @@ def bm25_top_k(query: str, docs: list[str], k: int) -> list[int]:
 
 
 def _read_table(path: Path) -> pd.DataFrame:
+    """items.jsonl or ratings.csv(.gz) as a table; ratings and timestamps must be finite numbers on every line."""
     if not path.exists():
         raise FileNotFoundError(f"PerRecBench data file missing: {path}. Fix: set task.data_dir to a folder with "
                                 "items.jsonl, ratings.csv(.gz) and groups.jsonl (see data/README.md)")
     import pandas as pd  # only when a table is parsed (the derived-data cache usually answers)
 
-    return pd.read_json(path, lines=True) if path.suffix == ".jsonl" else pd.read_csv(path)
+    if path.suffix == ".jsonl":
+        return pd.DataFrame([r for _, r in jsonl_records(path)])
+    df = read_csv(path)
+    return numeric_columns(df, [c for c in ("rating", "timestamp") if c in df.columns], path)
 
 
 def _require(df: pd.DataFrame, cols: list[str], path: Path) -> None:
@@ -94,44 +98,65 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
     global_mean = float(ratings["rating"].mean())
 
     examples = []
-    with open(groups_p, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                g = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{groups_p}:{line_no}: not valid JSON ({e.msg}, column {e.colno}). Fix the line or "
-                                "rebuild the groups (python -m recbench.build perrec)") from None
-            for field in ("group_id", "query_item", "timestamp", "users"):
-                if field not in g:
-                    raise DataError(f"{groups_p}: record {line_no} has no field '{field}'")
-            q_title = titles.get(str(g["query_item"]))
-            if q_title is None:
-                raise DataError(f"{groups_p}: record {line_no}: query_item {g['query_item']} not in {items_p}")
-            users = []
-            for m in g["users"]:
-                uid = str(m["user_id"])
-                hist = by_user.get(uid)
-                if hist is None:
-                    raise DataError(f"{groups_p}: record {line_no}: user {uid} has no ratings in {ratings_p}")
-                t_query = m.get("timestamp", g["timestamp"])  # the user's own rating time of the query item
-                before = hist[hist["timestamp"] < t_query]
-                if before.empty:
-                    raise DataError(f"{groups_p}: record {line_no}: user {uid} has no history before the query time")
-                hist_items = [{"item_id": i, "title": titles.get(i, i), "rating": float(r)}
-                              for i, r in zip(before["item_id"], before["rating"])][-history_max:]
-                avg = float(m["avg_rating"]) if m.get("avg_rating") is not None else float(np.mean(before["rating"]))
-                rel = float(m["relative_rating"]) if m.get("relative_rating") is not None else float(m["rating"]) - avg
-                users.append(user_record(uid, float(m["rating"]), avg, rel, before["rating"].tolist(), int(len(before)),
-                                         hist_items, q_title, retrieval_k))
-            difficulty = g.get("difficulty") or DIFFICULTY_BY_SIZE.get(len(users), f"size{len(users)}")
-            item_avg = g.get("item_avg_rating")
-            if item_avg is None:
-                item_avg = item_average(ratings, str(g["query_item"]), {u["user_id"] for u in users}, global_mean)
-            examples.append(group_example(str(g["group_id"]), str(g["query_item"]), q_title, g["timestamp"],
-                                          float(item_avg), users, difficulty))
+    records = list(jsonl_records(groups_p))
+    check_unique(((str(g.get("group_id")), f"{groups_p}:{no}") for no, g in records), "group_id",
+                 "give every group its own group_id (or rebuild the groups: python -m recbench.build perrec)")
+    for line_no, g in records:
+        where = f"{groups_p}:{line_no}"
+        for field in ("group_id", "query_item", "timestamp", "users"):
+            if field not in g:
+                raise DataError(f"{where}: the group has no field '{field}'. Fix the line or rebuild the groups "
+                                "(python -m recbench.build perrec)")
+        q_title = titles.get(str(g["query_item"]))
+        if q_title is None:
+            raise DataError(f"{where}: query_item {g['query_item']} not in {items_p}")
+        members = group_members(g, where)
+        finite(g["timestamp"], where, "timestamp")
+        users = []
+        for m in members:
+            uid = str(m["user_id"])
+            hist = by_user.get(uid)
+            if hist is None:
+                raise DataError(f"{where}: user {uid} has no ratings in {ratings_p}")
+            t_query = m.get("timestamp", g["timestamp"])  # the user's own rating time of the query item
+            before = hist[hist["timestamp"] < t_query]
+            if before.empty:
+                raise DataError(f"{where}: user {uid} has no history before the query time")
+            hist_items = [{"item_id": i, "title": titles.get(i, i), "rating": float(r)}
+                          for i, r in zip(before["item_id"], before["rating"])][-history_max:]
+            avg = m["avg_rating"] if m.get("avg_rating") is not None else float(np.mean(before["rating"]))
+            rel = m["relative_rating"] if m.get("relative_rating") is not None else m["rating"] - avg
+            users.append(user_record(uid, m["rating"], avg, rel, before["rating"].tolist(), int(len(before)),
+                                     hist_items, q_title, retrieval_k))
+        difficulty = g.get("difficulty") or DIFFICULTY_BY_SIZE.get(len(users), f"size{len(users)}")
+        item_avg = g.get("item_avg_rating")
+        if item_avg is None:
+            item_avg = item_average(ratings, str(g["query_item"]), {u["user_id"] for u in users}, global_mean)
+        examples.append(group_example(str(g["group_id"]), str(g["query_item"]), q_title, g["timestamp"],
+                                      finite(item_avg, where, "item_avg_rating"), users, difficulty))
     return tuple(examples)
+
+
+def group_members(g: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """A group record's members, checked: at least two objects, each user once, with a finite rating (and finite
+    avg_rating / relative_rating / timestamp where given, as floats); DataError naming the line otherwise."""
+    members = g.get("users")
+    if not isinstance(members, list) or len(members) < 2:
+        n = len(members) if isinstance(members, list) else type(members).__name__
+        raise DataError(f"{where}: field 'users' must list at least 2 members to rank (got {n}). Fix the line or "
+                        "remove the group")
+    out = []
+    for k, m in enumerate(members):
+        if not isinstance(m, dict) or m.get("user_id") is None:
+            raise DataError(f"{where}: member {k + 1} is not an object with a 'user_id'. Fix the line")
+        m = dict(m)
+        for field in ("rating", "avg_rating", "relative_rating", "timestamp"):
+            if field == "rating" or m.get(field) is not None:
+                m[field] = finite(m.get(field), f"{where}: member {m['user_id']}", field)
+        out.append(m)
+    check_unique(((str(m["user_id"]), f"{where}: member {k + 1}") for k, m in enumerate(out)), "user",
+                 "list each member of a group once")
+    return out
 
 
 def user_record(uid: str, rating: float, avg: float, rel: float, all_ratings: list[float], history_len: int,

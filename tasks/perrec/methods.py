@@ -14,6 +14,7 @@ import numpy as np
 from recbench.parsing import Parsed, parse_choice, parse_json, parse_number
 from recbench.prompts import get_template, render
 from recbench.task import Method
+from recbench.tasks.perrec import settings
 from recbench.types import Constraint, Example, MethodGen, Outcome, Request, Response
 
 PKG = "recbench.tasks.perrec"
@@ -64,6 +65,7 @@ class PerRecMethod(Method):
     and query (`user_block`), so pairwise comparisons only fill the outer template."""
 
     base_template: str = ""
+    settings_rules = settings.PROMPTED  # valid values of the method keys, checked before anything is loaded
     _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
 
     # ---- variants (read once) -------------------------------------------------------------------
@@ -464,13 +466,15 @@ class Listwise(PerRecMethod):
 
 
 class RandomOrder(Method):
-    """Reference row: a seeded random ranking (expected PTC 0)."""
+    """Reference row: a seeded random ranking (expected PTC 0); method.seed, or the run seed when null."""
 
     name = "random"
     needs_backend = False
+    settings_rules = settings.RANDOM
 
     def run(self, example: Example) -> MethodGen:
-        rng = np.random.default_rng([self.seed, 1, *example.id.encode()])
+        seed = self.cfg.get("seed")
+        rng = np.random.default_rng([self.seed if seed is None else int(seed), 1, *example.id.encode()])
         users = example.data["users"]
         return Outcome(prediction={"order": [users[i]["user_id"] for i in rng.permutation(len(users))]})
         yield  # pragma: no cover - makes this a generator

@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from recbench.datafiles import check_unique, finite, read_json
 from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE, group_example, user_record
 from recbench.registry import DataError
 from recbench.types import Example
@@ -34,10 +35,7 @@ class ReleasedFormatError(DataError):
 def _read(path: Path) -> Any:
     if not path.exists():
         raise FileNotFoundError(f"released PerRecBench file missing: {path}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ReleasedFormatError(f"{path}: not valid JSON ({e})") from None
+    return read_json(path)  # DataError naming the line: not UTF-8, not JSON, a key given twice
 
 
 def _field(rec: Any, name: str, path: Path, where: str, kind: type | tuple[type, ...]) -> Any:
@@ -48,6 +46,8 @@ def _field(rec: Any, name: str, path: Path, where: str, kind: type | tuple[type,
     v = rec[name]
     if isinstance(v, bool) or not isinstance(v, kind):
         raise ReleasedFormatError(f"{path}: record {where}: field '{name}' = {v!r} is not {getattr(kind, '__name__', kind)}")
+    if isinstance(v, float):  # NaN and Infinity parse as JSON numbers
+        finite(v, f"{path}: record {where}", name)
     return v
 
 
@@ -87,8 +87,10 @@ def load_released(data_dir: str, retrieval_k: int, history_max: int, split: str 
                 glist = [glist]  # tolerate {asin: group} as well as {asin: [group, ...]}
             for gi, members in enumerate(glist):
                 where = f"'{asin}' group {gi}"
-                if not isinstance(members, list) or not members:
-                    raise ReleasedFormatError(f"{gp}: record {where}: a group must be a non-empty list of members")
+                if not isinstance(members, list) or len(members) < 2:
+                    raise ReleasedFormatError(f"{gp}: record {where}: a group must be a list of at least 2 members")
+                check_unique(((str(m.get("user_id")) if isinstance(m, dict) else f"#{mi}", f"{gp}: record {where} "
+                               f"member {mi}") for mi, m in enumerate(members)), "user", "list each member of a group once")
                 q_title = item_title(items, asin, items_p, f"{gp.name} {where}")
                 users = []
                 for mi, m in enumerate(members):
@@ -111,7 +113,8 @@ def load_released(data_dir: str, retrieval_k: int, history_max: int, split: str 
                         _field(b, "relative_rating", hist_p, hw, (int, float))
                         hist.append({"item_id": a, "title": item_title(items, a, items_p, f"{hist_p.name} {hw}"), "rating": r})
                     shown = hist[-history_max:]
-                    rating = float(m["rating"]) if m.get("rating") is not None else round(avg + rel, 4)
+                    rating = finite(m["rating"], f"{gp}: record {w}", "rating") if m.get("rating") is not None \
+                        else round(avg + rel, 4)
                     users.append(user_record(uid, rating, avg, rel, [h["rating"] for h in hist], hlen, shown, q_title,
                                              retrieval_k))
                 ts = [m.get("timestamp") for m in members]
@@ -124,7 +127,8 @@ def load_released(data_dir: str, retrieval_k: int, history_max: int, split: str 
                 difficulty = level if level in LEVELS else DIFFICULTY_BY_SIZE.get(len(users), level)
                 prefix = "" if split == "test" else "heldout-"
                 examples.append(group_example(f"{prefix}{difficulty}-{j:04d}", str(asin), q_title,
-                                              min(ts) if all(t is not None for t in ts) else None, float(item_avg),
+                                              min(ts) if all(t is not None for t in ts) else None,
+                                              finite(item_avg, f"{gp}: record {where}", "item_avg_rating"),
                                               users, difficulty))
                 j += 1
     return tuple(examples)

@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from recbench.metric_registry import MetricSpec, register
+from recbench.registry import ConfigError, suggest
 from recbench.metrics import kendall_tau_ranks
 from recbench.schema import SampleRecord
 from recbench.audit import audit_aggregates
 from recbench.stats.baselines import expected_ptc
 from recbench.task import Task
+from recbench.tasks.perrec import settings
 from recbench.tasks.perrec.metrics import kendall_tau_legacy
 from recbench.tasks.perrec.data import add_strata, history_item_counts, item_rating_counts, load_examples, true_order
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
@@ -57,6 +59,7 @@ class PerRecTask(Task):
     breakdown_order = {"difficulty": tuple(DIFFICULTY_BY_SIZE.values()), "popularity": STRATA_LABELS,
                        "history": HISTORY_LABELS}
     headline_metric = "ptc"
+    settings_rules = settings.TASK  # valid values of the task keys, checked before anything is loaded
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -88,6 +91,11 @@ class PerRecTask(Task):
             self.strata = add_strata(test, history_item_counts(test), "counted in the members' histories")
         else:
             self.strata = add_strata(test, item_rating_counts(str(self.cfg.data_dir)), "ratings file")
+        present = sorted({str(e.meta["difficulty"]) for e in test})
+        unknown = [str(d) for d in self.cfg.difficulties if str(d) not in present]
+        if test and unknown:  # a filter value the data does not have would silently select fewer (or no) groups
+            raise ConfigError(f"task.difficulties: '{unknown[0]}' is not a difficulty of the groups in "
+                              f"{self.cfg.data_dir}.{suggest(unknown[0], present)} Difficulties there: {', '.join(present)}")
         return [e for e in test if e.meta["difficulty"] in wanted]
 
     def heldout(self) -> list[Example]:

@@ -2,7 +2,6 @@
 book; queries_all.jsonl.gz records), bundled sample folders and KG-built benchmarks, all as Examples."""
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from pathlib import Path
@@ -13,6 +12,8 @@ import pandas as pd
 from recbench.kg.graph import KnowledgeGraph
 from recbench.kg.loaders import add_item_table, add_triples
 from recbench.kg.queries import QUERY_TYPES, RELEASED_NAMES, query_text
+from recbench.datafiles import check_unique, jsonl_records, read_csv, read_json
+from recbench.registry import ConfigError, DataError
 from recbench.types import Example
 
 #: released file stem / queries_all `task` -> query type
@@ -84,29 +85,51 @@ def load_released(path: str | Path, query_type: Optional[str] = None, domain: Op
                   id_prefix: str = "") -> list[Example]:
     """Examples of one released RecBench+ JSON file (type and domain from the file name unless given)."""
     p = Path(path)
-    records = json.loads(p.read_text(encoding="utf-8"))
+    records = read_json(p)  # DataError naming the line: empty, not UTF-8, not JSON
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise DataError(f"{p}: expected a JSON list of query records (objects), got "
+                        f"{type(records).__name__ if not isinstance(records, list) else 'a list with other values'}. "
+                        "Fix the file (the released RecBench+ format)")
     qtype = query_type or query_type_of(p.stem) or _guess_type(records)
     dom = domain or ("book" if p.name.lower().startswith("book") else "movie")
+    if qtype in CONDITION_TYPES:  # one example per record, its id the record's data_idx
+        check_unique(((str(r.get("data_idx", k)), f"{p}: record {k + 1}") for k, r in enumerate(records)), "data_idx",
+                     "give every record its own data_idx")
     return released_examples(records, qtype, dom, id_prefix)
 
 
 def load_query_records(path: str | Path, domain: Optional[str] = None, query_type: Optional[str] = None) -> list[Example]:
     """Examples from queries_all.jsonl(.gz)-style records {domain, task, custom_id, query} (no ground truth)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     out = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            qtype = query_type_of(r["task"]) or r["task"]
-            if (domain and r["domain"] != domain) or (query_type and qtype != query_type):
-                continue
-            out.append(Example(id=str(r["custom_id"]),
-                               data={"query": r["query"], "gt_titles": [], "gt_ids": [], "conditions": [],
-                                     "source_user": "", "condition": qtype in CONDITION_TYPES},
-                               meta={"query_type": qtype, "domain": r["domain"], "released_task": r["task"]}))
+    where: list[str] = []
+    for no, r in jsonl_records(path):  # DataError naming the line: empty, not gzip, not UTF-8, not JSON
+        missing = [k for k in ("task", "domain", "custom_id", "query") if k not in r]
+        if missing:
+            raise DataError(f"{path}:{no}: the record lacks field(s) {missing}. Fix the line")
+        qtype = query_type_of(r["task"]) or r["task"]
+        if (domain and r["domain"] != domain) or (query_type and qtype != query_type):
+            continue
+        out.append(Example(id=str(r["custom_id"]),
+                           data={"query": r["query"], "gt_titles": [], "gt_ids": [], "conditions": [],
+                                 "source_user": "", "condition": qtype in CONDITION_TYPES},
+                           meta={"query_type": qtype, "domain": r["domain"], "released_task": r["task"]}))
+        where.append(f"{path}:{no}")
+    # custom_id is unique within one domain and task (the released file repeats it across them)
+    check_unique(((f"{e.meta['domain']}/{e.meta['released_task']}/{e.id}", w) for e, w in zip(out, where)),
+                 "domain/task/custom_id", "give every query of a domain and task its own custom_id")
     return out
+
+
+def check_query_ids(examples: Sequence[Example], path: Any) -> None:
+    """Refuse queries of several domains or tasks whose custom_ids collide (they would be scored as one example):
+    one ConfigError naming the id and the filters that keep one domain and task."""
+    seen: dict[str, Example] = {}
+    for e in examples:
+        other = seen.setdefault(e.id, e)
+        if other is not e:
+            raise ConfigError(f"task.data.path: custom_id '{e.id}' of {path} is used by {other.meta['domain']}/"
+                              f"{other.meta['released_task']} and {e.meta['domain']}/{e.meta['released_task']}: run one "
+                              "domain and task at a time (set task.data.domain and task.data.query_type)")
 
 
 # ---- bundles: a folder with a KG, ratings, users and released-format query files -----------------
@@ -132,9 +155,9 @@ def read_bundle_kg(folder: str | Path, domain: str = "movie") -> KnowledgeGraph:
     """The KG of a bundle folder (items.csv + kg.tsv)."""
     folder = Path(folder)
     kg = KnowledgeGraph(domain)
-    items = pd.read_csv(folder / "items.csv", dtype=str, keep_default_na=False)
+    items = read_csv(folder / "items.csv", dtype=str, keep_default_na=False)
     add_item_table(kg, items, id_col="item_id", title_col="title", year_col="year")
-    triples = pd.read_csv(folder / "kg.tsv", sep="\t", dtype=str, keep_default_na=False)
+    triples = read_csv(folder / "kg.tsv", sep="\t", dtype=str, keep_default_na=False)
     return add_triples(kg, triples.itertuples(index=False, name=None))
 
 

@@ -5,6 +5,7 @@ from recbench.parsing import parse_list
 from recbench.prompts import render
 from recbench.registry import ConfigError
 from recbench.task import Method
+from recbench.tasks.recbench_plus import settings
 from recbench.types import Example, MethodGen, Outcome, Request, SamplingParams
 
 PKG = "recbench.tasks.recbench_plus"
@@ -16,6 +17,7 @@ class AssistantMethod(Method):
     name = "assistant"
     single_round = True  # one round of requests whatever the answers
     conf_defaults = True  # a hand-built {"name": "assistant"} gets conf/method/assistant.yaml's keys
+    settings_rules = settings.ASSISTANT  # valid values of the method keys, checked before anything is loaded
 
     def request_sampling(self) -> SamplingParams:
         """Explicit decoding parameters: the run's `sampling` block with this method's max_tokens."""

@@ -11,12 +11,14 @@ from typing import Any, Callable, Optional
 import pandas as pd
 from omegaconf import DictConfig
 
+from recbench.datafiles import read_csv
 from recbench.metric_registry import MetricSpec, register
 from recbench.kg.graph import KnowledgeGraph, display_title, split_year
 from recbench.registry import ConfigError
 from recbench.task import Task, to_plain
 from recbench.tasks.recbench_plus import data as D
 from recbench.tasks.recbench_plus import metrics as M
+from recbench.tasks.recbench_plus import settings
 from recbench.tasks.recbench_plus.methods import AssistantMethod
 from recbench.tasks.recbench_plus.reference import BM25Items, PopularMatch
 from recbench.types import Example, Outcome
@@ -57,6 +59,7 @@ class RecBenchPlusTask(Task):
     breakdown_by = ("query_type", "condition_num", "group_type")
     breakdown_order = {"query_type": tuple(D.QUERY_TYPES)}
     headline_metric = "recall"
+    settings_rules = settings.TASK  # valid values of the task keys, checked before anything is loaded
     conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
 
     def __init__(self, cfg: DictConfig):
@@ -79,7 +82,7 @@ class RecBenchPlusTask(Task):
         if kind == "bundle":
             folder = Path(d.path)
             self._set_kg(D.read_bundle_kg(folder, domain))
-            ratings = pd.read_csv(folder / "ratings.csv", dtype={"user_id": str, "item_id": str})
+            ratings = read_csv(folder / "ratings.csv", dtype={"user_id": str, "item_id": str})
             self.histories = D.histories_from_ratings(ratings)
             examples = D.bundle_examples(folder, types, domain)
         elif kind == "build":
@@ -99,6 +102,7 @@ class RecBenchPlusTask(Task):
             examples = [e for e in examples if e.meta["query_type"] in types]
         elif kind == "queries":
             examples = D.load_query_records(d.path, d.get("domain") or None, d.get("query_type") or None)
+            D.check_query_ids(examples, d.path)
         else:
             raise ConfigError(f"Unknown task.data.kind '{kind}'. Valid choices: bundle, build, released, queries")
         if not examples:

@@ -2,6 +2,7 @@
 or a repair (exit 0), never a traceback, and never loses a finished example."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -22,6 +23,11 @@ def _cli(tmp: Path, *args: str, module: str = "recbench") -> subprocess.Complete
            "HYDRA_FULL_ERROR": "0"}
     return subprocess.run([sys.executable, "-m", module, *args], cwd=tmp, env=env, capture_output=True, text=True,
                           timeout=300)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under root (relative path -> bytes)."""
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()} if root.exists() else {}
 
 
 def _one_clean_line(p: subprocess.CompletedProcess) -> str:
@@ -95,24 +101,92 @@ def _mutate_groups(d: Path, how: str) -> None:
         rec["query_item"] = "no-such-item"
         lines[1] = json.dumps(rec)
         p.write_text("\n".join(lines) + "\n")
+    elif how == "NaN rating":  # JSON NaN parses as a float: it must not reach the ranking
+        p.write_text(p.read_text().replace('"rating": 1.0', '"rating": NaN', 1))
+    elif how == "user twice":
+        rec = json.loads(lines[1])
+        rec["users"].append(dict(rec["users"][0]))
+        lines[1] = json.dumps(rec)
+        p.write_text("\n".join(lines) + "\n")
+    elif how == "group_id twice":
+        rec = json.loads(lines[1])
+        rec["group_id"] = json.loads(lines[0])["group_id"]
+        lines[1] = json.dumps(rec)
+        p.write_text("\n".join(lines) + "\n")
+    elif how == "empty":
+        p.write_text("")
+    elif how == "not UTF-8":
+        p.write_bytes(p.read_bytes().replace(b"easy-0002", b"easy-\xff002", 1))
+    elif how == "ratings not gzip":
+        r = p.parent / "ratings.csv.gz"
+        r.write_bytes(gzip.decompress(r.read_bytes()))
+    elif how == "ratings text":
+        r = p.parent / "ratings.csv.gz"
+        rows = gzip.decompress(r.read_bytes()).decode().splitlines()
+        rows[4] = rows[4].rsplit(",", 2)[0] + ",five," + rows[4].rsplit(",", 1)[1]
+        r.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
 
 
 DATA_CASES = {
     "groups torn mid-line": ("torn", "groups.jsonl:6"),
     "groups garbage line": ("garbage", "groups.jsonl:4"),
-    "group without users": ("no users", "groups.jsonl: record 3"),
+    "group without users": ("no users", "groups.jsonl:3: the group has no field 'users'"),
     "unknown query item": ("unknown item", "query_item no-such-item"),
+    "NaN rating of a member": ("NaN rating", "groups.jsonl:1: member u0192: field 'rating' = NaN is not a finite number"),
+    "a user twice in a group": ("user twice", "groups.jsonl:2: member 3: user 'u0215' was already given at"),
+    "a group_id twice": ("group_id twice", "groups.jsonl:2: group_id 'easy-0000' was already given at"),
+    "empty groups file": ("empty", "groups.jsonl: the file is empty (0 bytes)"),
+    "groups line not UTF-8": ("not UTF-8", "groups.jsonl:3: not UTF-8 text (byte 0xff"),
+    "ratings file not gzip": ("ratings not gzip", "ratings.csv.gz: cannot be read as gzip"),
+    "non-numeric rating": ("ratings text", "ratings.csv.gz:5: column 'rating' is 'five', not a finite number"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(DATA_CASES))
 def test_bad_data_names_file_and_line(tmp_path, case):
+    """Refused before the run dir is touched: exit 2, one line naming the file and line, no run dir left behind."""
     how, needle = DATA_CASES[case]
     d = _data_copy(tmp_path)
     _mutate_groups(d, how)
     p = _cli(tmp_path, *RUN, "limit=50", f"task.data_dir={d}")
     assert p.returncode == 2, p.stderr
     assert needle in _one_clean_line(p)
+    assert _files(tmp_path / "runs") == {}  # Hydra's own files of the refused job are gone too
+
+
+REFUSED_SETTINGS = {
+    "history_max 0 (used to keep the whole history)": (["task.history_max=0"], "task.history_max=0: must be a whole "
+                                                                               "number >= 1"),
+    "unknown format (used to load the default)": (["task.format=relased"], "task.format=relased: must be one of "
+                                                                           "recbench, released. Did you mean 'released'?"),
+    "a filter that selects nothing": (["task.difficulties=[extreme]"], "task.difficulties: 'extreme' is not a difficulty"),
+    "a run dir outside the runs dir": (["task.name=../../x"], "task.name=../../x: must be a plain name"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_SETTINGS))
+def test_bad_setting_is_one_line_and_writes_nothing(tmp_path, case):
+    args, needle = REFUSED_SETTINGS[case]
+    before = {f.name for f in tmp_path.parent.iterdir()}
+    p = _cli(tmp_path, *RUN, *args)
+    assert p.returncode == 2, p.stderr
+    assert needle in _one_clean_line(p)
+    assert _files(tmp_path / "runs") == {}
+    assert {f.name for f in tmp_path.parent.iterdir()} == before  # nothing landed beside the test's folder
+
+
+def test_a_refused_rerun_leaves_a_finished_run_as_it_was(tmp_path):
+    """A finished run, then the same command on data with a planted defect: exit 2 and every file of the run dir
+    (samples, metrics, config, versions) byte-identical: bad ground truth never reaches the run."""
+    d = _data_copy(tmp_path)
+    args = [*RUN, f"task.data_dir={d}"]
+    assert _cli(tmp_path, *args).returncode == 0
+    run = next((tmp_path / "runs").rglob("metrics.json")).parent
+    kept = {k: v for k, v in _files(run).items() if not k.startswith(".hydra") and not k.endswith(".log")}
+    _mutate_groups(d, "NaN rating")
+    p = _cli(tmp_path, *args)
+    assert p.returncode == 2 and "field 'rating' = NaN" in _one_clean_line(p)
+    assert {k: v for k, v in _files(run).items() if k in kept} == kept and set(kept) <= set(_files(run))
 
 
 def test_missing_data_folder_and_file(tmp_path):
