@@ -140,8 +140,10 @@ def read_csv(path: str | Path, **kwargs: Any) -> "pd.DataFrame":
         raise DataError(f"{p}: the file holds no header and no rows. Fix: restore the file") from None
 
 
-def numeric_columns(df: "pd.DataFrame", columns: Iterable[str], path: str | Path, header_lines: int = 1) -> "pd.DataFrame":
-    """df with the columns as floats; DataError naming the first line whose value is not a finite number."""
+def numeric_columns(df: "pd.DataFrame", columns: Iterable[str], path: str | Path, header_lines: int = 1,
+                    convert: bool = True) -> "pd.DataFrame":
+    """df with the columns as floats (as they were with convert=False); DataError naming the first line whose value
+    is not a finite number."""
     import numpy as np
     import pandas as pd
 
@@ -154,8 +156,16 @@ def numeric_columns(df: "pd.DataFrame", columns: Iterable[str], path: str | Path
             shown = "empty" if raw is None or (isinstance(raw, float) and math.isnan(raw)) or raw == "" else repr(raw)
             raise DataError(f"{path}:{i + 1 + header_lines}: column '{c}' is {shown}, not a finite number "
                             f"({int(bad.sum())} such row(s)). Fix the value or remove the row")
-        df[c] = vals.astype(float)
+        if convert:
+            df[c] = vals.astype(float)
     return df
+
+
+def require_columns(df: "pd.DataFrame", columns: Iterable[str], path: str | Path) -> None:
+    """DataError naming the file, the missing columns and the ones it has."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {missing}; present: {list(df.columns)}. Fix the file's header")
 
 
 def check_unique(ids: Iterable[tuple[str, str]], what: str, fix: str = "give each one its own id") -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from recbench.datafiles import finite, jsonl_records, numeric_columns, read_csv, read_json, require_columns
+from recbench.registry import DataError
 from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE
 
 RATING_COLS = ["user_id", "item_id", "rating", "timestamp"]
@@ -56,13 +59,35 @@ def _items_frame(df: pd.DataFrame, id_col: str, title_col: str = "title") -> pd.
     return out.drop_duplicates("item_id")
 
 
+def _checked(df: pd.DataFrame, path: Path, names: dict[str, str]) -> pd.DataFrame:
+    """The rating columns of a CSV-read table, after refusing a missing column or a rating or timestamp that is not a
+    finite number (DataError naming the line: a row the builder would drop or fail on)."""
+    require_columns(df, list(names), path)
+    numeric_columns(df, [c for c, new in names.items() if new in ("rating", "timestamp")], path, convert=False)
+    return df.rename(columns=names)[RATING_COLS]
+
+
+def _checked_records(rows: list[tuple[str, dict[str, Any]]], fields: tuple[str, ...]) -> pd.DataFrame:
+    """(where, record) pairs as a table, after refusing a missing field or a rating or timestamp that is not a finite
+    number (DataError naming the line or record)."""
+    for where, rec in rows:
+        missing = [f for f in fields if f not in rec]
+        if missing:
+            raise DataError(f"{where}: the review lacks field(s) {missing}. Fix the record")
+        finite(rec["rating"], where, "rating")
+        finite(rec["timestamp"], where, "timestamp")
+    return pd.DataFrame([rec for _, rec in rows])
+
+
 def read_movielens(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """MovieLens CSV: ratings.csv (userId,movieId,rating,timestamp) + movies.csv (movieId,title,genres)."""
     folder = Path(folder)
-    r = pd.read_csv(folder / "ratings.csv", dtype={"userId": str, "movieId": str})
-    r = r.rename(columns={"userId": "user_id", "movieId": "item_id"})[RATING_COLS]
-    items = _items_frame(pd.read_csv(folder / "movies.csv", dtype={"movieId": str}), "movieId")
-    return r, items
+    p = folder / "ratings.csv"
+    r = _checked(read_csv(p, dtype={"userId": str, "movieId": str}), p,
+                 {"userId": "user_id", "movieId": "item_id", "rating": "rating", "timestamp": "timestamp"})
+    movies = read_csv(folder / "movies.csv", dtype={"movieId": str})
+    require_columns(movies, ["movieId", "title"], folder / "movies.csv")
+    return r, _items_frame(movies, "movieId")
 
 
 def read_amazon_meta(path: str | Path | None) -> pd.DataFrame:
@@ -70,26 +95,35 @@ def read_amazon_meta(path: str | Path | None) -> pd.DataFrame:
     if path is None:
         return pd.DataFrame(columns=["item_id", "title"])
     p = Path(path)
-    df = pd.read_json(p, lines=True, dtype=False) if ".jsonl" in p.name or p.suffix == ".json" else pd.read_csv(p)
+    df = pd.DataFrame([r for _, r in jsonl_records(p)]) if ".jsonl" in p.name or p.suffix == ".json" else read_csv(p)
+    require_columns(df, ["parent_asin", "title"], p)
     return _items_frame(df, "parent_asin")
 
 
 def read_amazon_jsonl(reviews: str | Path, meta: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Amazon Reviews 2023 review JSONL (user_id, parent_asin, rating, timestamp, ...) + metadata JSONL."""
-    df = pd.read_json(reviews, lines=True, dtype=False)  # no type guessing: keep the integer ms timestamps
+    rows = [(f"{reviews}:{no}", rec) for no, rec in jsonl_records(reviews)]  # values as written: integer ms timestamps
+    df = _checked_records(rows, ("user_id", "parent_asin", "rating", "timestamp"))
     r = df.rename(columns={"parent_asin": "item_id"})[RATING_COLS]
     return r, read_amazon_meta(meta)
 
 
 def read_amazon_csv(ratings: str | Path, meta: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Amazon 2023 benchmark CSV (user_id,parent_asin,rating,timestamp; e.g. the 5-core files) + metadata."""
-    df = pd.read_csv(ratings, dtype={"user_id": str, "parent_asin": str})
-    return df.rename(columns={"parent_asin": "item_id"})[RATING_COLS], read_amazon_meta(meta)
+    p = Path(ratings)
+    df = read_csv(p, dtype={"user_id": str, "parent_asin": str})
+    names = {"user_id": "user_id", "parent_asin": "item_id", "rating": "rating", "timestamp": "timestamp"}
+    return _checked(df, p, names), read_amazon_meta(meta)
 
 
 def read_amazon_user_json(path: str | Path, meta: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-user Amazon 2023 reviews as one JSON list [{user_id, reviews: [{parent_asin, product_name, rating, timestamp}]}]."""
-    df = pd.json_normalize(json.loads(Path(path).read_text(encoding="utf-8")), "reviews", ["user_id"])
+    users = read_json(path)
+    if not isinstance(users, list) or not all(isinstance(u, dict) and isinstance(u.get("reviews"), list) for u in users):
+        raise DataError(f"{path}: expected a JSON list of {{user_id, reviews: [...]}} objects. Fix the file")
+    _checked_records([(f"{path}: user {u.get('user_id')} review {j + 1}", r if isinstance(r, dict) else {})
+                      for u in users for j, r in enumerate(u["reviews"])], ("parent_asin", "rating", "timestamp"))
+    df = pd.json_normalize(users, "reviews", ["user_id"])
     df = df.astype({"user_id": str, "parent_asin": str})
     items = _items_frame(df.rename(columns={"product_name": "name"}), "parent_asin", "name")
     m = read_amazon_meta(meta)
@@ -400,6 +434,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--avg", choices=["prior", "whole"], default=d.avg)
     ap.add_argument("--time-unit", choices=["auto", "s", "ms"], default=d.time_unit)
     a = ap.parse_args(argv)
+    try:
+        _build_cli(ap, a)
+    except (DataError, FileNotFoundError) as e:  # a defect of the inputs: one line naming the file and line, exit 2
+        print(f"recbench: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _build_cli(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
     cfg = BuildConfig(gamma=a.gamma, lam=a.lam, window_days=a.window_days, sizes=tuple(a.sizes), per_size=a.per_size,
                       heldout_per_size=a.heldout_per_size,
                       heldout_item_fraction=a.heldout_item_fraction, seed=a.seed, avg=a.avg, time_unit=a.time_unit)

@@ -185,3 +185,37 @@ def test_bad_released_file_is_refused_naming_the_record(released, case):
     with pytest.raises(DataError) as e:
         load_released(str(released), 4, 200)
     assert needle in str(e.value), str(e.value)
+
+
+# ---- the builder (python -m recbench.build perrec) -------------------------------------------------------------
+def _movielens(tmp_path: Path, rating_cell: str) -> Path:
+    d = tmp_path / "ml"
+    d.mkdir()
+    (d / "movies.csv").write_text("movieId,title,genres\n1,A (1999),Drama\n2,B (2001),Comedy\n")
+    (d / "ratings.csv").write_text(f"userId,movieId,rating,timestamp\n1,1,4.0,100\n1,2,{rating_cell},200\n2,1,3.5,150\n")
+    return d
+
+
+@pytest.mark.parametrize("cell, needle", [("four", "ratings.csv:3: column 'rating' is 'four', not a finite number"),
+                                          ("", "ratings.csv:3: column 'rating' is empty, not a finite number")])
+def test_builder_refuses_a_rating_it_would_drop_or_fail_on(tmp_path, capsys, cell, needle):
+    """Before: '' was dropped silently and 'four' was a ValueError traceback; now one line and exit 2."""
+    from recbench.tasks.perrec.build import main
+
+    d = _movielens(tmp_path, cell)
+    with pytest.raises(SystemExit) as e:
+        main(["--source", "movielens", "--input", str(d), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and err[0].startswith("recbench: error: ") and needle in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_builder_refuses_a_review_line_without_a_number(tmp_path, capsys):
+    from recbench.tasks.perrec.build import main
+
+    p = tmp_path / "reviews.jsonl"
+    p.write_text('{"user_id": "u", "parent_asin": "a", "rating": 5, "timestamp": 1}\n'
+                 '{"user_id": "u", "parent_asin": "b", "rating": NaN, "timestamp": 2}\n')
+    with pytest.raises(SystemExit) as e:
+        main(["--source", "amazon-jsonl", "--input", str(p), "--out", str(tmp_path / "out")])
+    assert e.value.code == 2 and "reviews.jsonl:2: field 'rating' = NaN" in capsys.readouterr().err
