@@ -16,8 +16,10 @@ from recbench.cache import CacheError, ResponseCache
 from recbench.config_schema import validate
 from recbench.construct import (CONFIG_MODULE, LazyBackend, build_backend, build_task, bundled_data,  # noqa: F401
                                 data_source, register_resolvers, select_examples)
+from recbench.diskspace import DiskFull
+from recbench.redact import redact_text
 from recbench.registry import ConfigError, DataError, suggest
-from recbench.runstore import RunDirInUse, RunStore, inputs_fingerprint, mark_finished, reuse_finished
+from recbench.runstore import RunDirInUse, RunStore, inputs_fingerprint, mark_finished, restore_prompts, reuse_finished
 from recbench.rundir import discard_unused
 from recbench.schema import RunResult, SchemaError
 from recbench.summary import (PSEUDO_METRICS, REPAIRED_LEGEND, fallback_note, print_summary,  # noqa: F401
@@ -30,6 +32,31 @@ EXIT_OK = 0  # every example finished
 EXIT_CANNOT_RUN = 2  # config, data, run dir in use, cache or server problem: nothing (more) could run
 EXIT_INCOMPLETE = 3  # finished, but some examples were abandoned after backend errors: rerun the same command
 EXIT_INTERRUPTED = 130  # Ctrl-C: what finished is kept; rerun the same command to go on
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15), handled like Ctrl-C
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by the handler main() installs, so it unwinds like Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during the cleanup ends the process at once
+    raise Terminated()
+
+
+def interrupted(e: KeyboardInterrupt) -> tuple[int, str]:
+    """(exit code, the one line) for Ctrl-C (130) or SIGTERM (143): which signal, and what was kept."""
+    code, how = (EXIT_TERMINATED, "terminated (SIGTERM)") if isinstance(e, Terminated) else \
+        (EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
+    kept = getattr(e, "recbench_kept", None)
+    if kept is None:
+        return code, f"recbench: {how} before any example ran: rerun the same command"
+    done, total, run_dir = kept
+    return code, (f"recbench: {how}: {done} of {total} examples finished and kept in {run_dir}, paid answers are in "
+                  "the response cache; no metrics.json was written for this invocation: rerun the same command to go "
+                  "on")
 
 
 class CannotRun(RuntimeError):
@@ -41,7 +68,20 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from recbench.backends import base
 
     unavailable = getattr(base, "BackendUnavailable", CannotRun)  # a dead server, raised by the backend layer
-    return (ConfigError, DataError, CannotRun, RunDirInUse, CacheError, SchemaError, unavailable, FileNotFoundError)
+    return (ConfigError, DataError, CannotRun, RunDirInUse, CacheError, SchemaError, unavailable, FileNotFoundError,
+            DiskFull)
+
+
+def _redact_hydra_files(hc: Any, run_dir: str, in_sweep: bool) -> None:
+    """Mask URL secrets (user info, query) in the config copies Hydra wrote before recbench ran."""
+    from recbench.redact import redact_files
+
+    files = []
+    if hc.output_subdir:
+        files += [Path(run_dir, hc.output_subdir, n) for n in ("config.yaml", "hydra.yaml", "overrides.yaml")]
+    if in_sweep:
+        files.append(Path(str(hc.sweep.dir), "multirun.yaml"))
+    redact_files(files)
 
 
 def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> dict[str, Any]:
@@ -73,45 +113,64 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     store = RunStore(run_dir)
     cache = None
     try:
-        store.write_text("config.yaml", config_text)
+        store.write_text("config.yaml", redact_text(config_text))  # secrets in URLs never reach a file
         cache = ResponseCache(cfg.cache.path, enabled=cfg.cache.enabled)
+        restored, lost = restore_prompts(store, cache)  # a deleted prompts.jsonl, rebuilt from the cache
+        if restored or lost:
+            log.warning("prompts.jsonl lacked %d prompt(s) of finished examples: %d restored from the response "
+                        "cache%s", restored + lost, restored, f", {lost} not in the cache (the viewer marks them "
+                        "missing)" if lost else "")
         loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=cfg.run.chunk_size,
                         store_prompts=cfg.run.store_prompts, progress=cfg.run.progress, backend_factory=lazy)
         complete = False
+        wanted = {e.id for e in examples}
         try:
             loop.run(examples)
             complete = loop.stats.backend_errors == 0
-        finally:
-            built = backend if backend is not None else (lazy() if lazy is not None and lazy.built else None)
-            if built is not None and uses_model:
-                store.write_versions({"backend_identity": built.identity(), "backend_params": built.effective_params()})
-            elif not (store.dir / "versions.json").exists():
-                store.write_versions({"backend_identity": None, "backend_params": None})
-            wanted = {e.id for e in examples}
-            records = [r for r in store.records() if r.id in wanted]
-            agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
-            agg["counts"].backend_errors = loop.stats.backend_errors
-            result = RunResult(
-                task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
-                complete=complete and len(records) == len(examples), run_dir=str(store.dir), **agg,
-                this_invocation={**vars(loop.stats), "total_wall_time_s": time.time() - t0,
-                                 "model_loaded": bool(backend is not None or (lazy is not None and lazy.built))})
-            # cost of all the run's tokens (cached answers included) from the optional price table in the model config
-            from recbench.cost import run_cost
+        except BaseException as e:  # interrupted or failed: no metrics.json from a partial state; say what is kept
+            e.recbench_kept = (sum(1 for r in store.records() if r.id in wanted), len(examples), str(store.dir))
+            _write_versions(store, backend, lazy, uses_model, quiet=True)
+            raise
+        _write_versions(store, backend, lazy, uses_model)
+        records = [r for r in store.records() if r.id in wanted]
+        agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
+        agg["counts"].backend_errors = loop.stats.backend_errors
+        result = RunResult(
+            task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
+            complete=complete and len(records) == len(examples), run_dir=str(store.dir), **agg,
+            this_invocation={**vars(loop.stats), "total_wall_time_s": time.time() - t0,
+                             "model_loaded": bool(backend is not None or (lazy is not None and lazy.built))})
+        # cost of all the run's tokens (cached answers included) from the optional price table in the model config
+        from recbench.cost import run_cost
 
-            price = cfg.model.get("price") if uses_model else None
-            c = result.counts
-            result.cost = run_cost(price, c.prompt_tokens, c.completion_tokens)
-            if result.cost is not None:  # what this invocation paid (cache hits cost nothing)
-                result.cost["this_invocation"] = run_cost(price, loop.stats.prompt_tokens,
-                                                          loop.stats.completion_tokens)["total"]
-            store.write_result(result)
-            mark_finished(store.dir, inputs if result.complete else None)  # what a finished rerun may reuse
+        price = cfg.model.get("price") if uses_model else None
+        c = result.counts
+        result.cost = run_cost(price, c.prompt_tokens, c.completion_tokens)
+        if result.cost is not None:  # what this invocation paid (cache hits cost nothing)
+            result.cost["this_invocation"] = run_cost(price, loop.stats.prompt_tokens,
+                                                      loop.stats.completion_tokens)["total"]
+        store.write_result(result)
+        mark_finished(store.dir, inputs if result.complete else None)  # what a finished rerun may reuse
     finally:
         store.close()
         if cache is not None:
             cache.close()
     return result.to_dict()
+
+
+def _write_versions(store: RunStore, backend: Optional[Backend], lazy: Optional[LazyBackend], uses_model: bool,
+                    quiet: bool = False) -> None:
+    """versions.json with the backend's identity and effective parameters (quiet: a failure to write is ignored,
+    for the error path, where the first error is the one to report)."""
+    try:
+        built = backend if backend is not None else (lazy() if lazy is not None and lazy.built else None)
+        if built is not None and uses_model:
+            store.write_versions({"backend_identity": built.identity(), "backend_params": built.effective_params()})
+        elif not (store.dir / "versions.json").exists():
+            store.write_versions({"backend_identity": None, "backend_params": None})
+    except (OSError, DiskFull):
+        if not quiet:
+            raise
 
 
 def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str], t0: float) -> Optional[dict[str, Any]]:
@@ -239,7 +298,7 @@ def add_default_method(argv: list[str]) -> list[str]:
 
 
 #: how bad each exit code is, for a sweep's one exit code (the worst job's): interrupted > cannot run > incomplete > ok
-SEVERITY = {EXIT_OK: 0, EXIT_INCOMPLETE: 1, EXIT_CANNOT_RUN: 2, EXIT_INTERRUPTED: 3}
+SEVERITY = {EXIT_OK: 0, EXIT_INCOMPLETE: 1, EXIT_CANNOT_RUN: 2, EXIT_INTERRUPTED: 3, EXIT_TERMINATED: 3}
 
 
 def worst_code(codes: list[int]) -> int:
@@ -256,8 +315,9 @@ def write_job_failed(run_dir: str | Path, error: BaseException, code: int, overr
     d.mkdir(parents=True, exist_ok=True)
     tb = traceback.format_exception(type(error), error, error.__traceback__)
     f = d / "job_failed.json"
-    f.write_text(json.dumps({"error": f"{type(error).__name__}: {error}", "exit_code": code, "overrides": overrides,
-                             "traceback_tail": "".join(tb)[-3000:]}, indent=2) + "\n", encoding="utf-8")
+    f.write_text(redact_text(json.dumps({"error": f"{type(error).__name__}: {error}", "exit_code": code,
+                                         "overrides": overrides, "traceback_tail": "".join(tb)[-3000:]}, indent=2))
+                 + "\n", encoding="utf-8")
     return f
 
 
@@ -291,7 +351,20 @@ def exit_code(metrics: dict[str, Any]) -> int:
 
 
 def main() -> None:
-    """`python -m recbench ...`: validate overrides, then hand over to Hydra; exit with an honest code."""
+    """`python -m recbench ...`: SIGTERM handled like Ctrl-C (one line saying what was kept, exit 143 / 130)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _main()
+    except KeyboardInterrupt as e:  # outside a job (checks, Hydra's own code); a job's own handler says more
+        code, line = interrupted(e)
+        print(line, file=sys.stderr)
+        sys.exit(code)
+
+
+def _main() -> None:
+    """Validate overrides, then hand over to Hydra; exit with an honest code."""
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
@@ -328,6 +401,7 @@ def main() -> None:
         in_sweep = hc.mode == RunMode.MULTIRUN
         if in_sweep:
             Path(run_dir, "job_failed.json").unlink(missing_ok=True)  # a stale one from an earlier attempt
+        _redact_hydra_files(hc, run_dir, in_sweep)
         try:
             if cfg.mode != "run":  # mode=plan: count requests/tokens/cost, call no model
                 from recbench.plan import run_mode
@@ -338,16 +412,16 @@ def main() -> None:
             metrics = run_from_config(cfg, run_dir)
         except _user_errors() as e:
             kind = "config error" if isinstance(e, ConfigError) else "error"
-            print(f"recbench: {kind}: {e}", file=sys.stderr)
+            print(f"recbench: {kind}: {redact_text(str(e))}", file=sys.stderr)
             codes.append(EXIT_CANNOT_RUN)
             if in_sweep:  # the sweep goes on; the report lists the job and the exit code says it failed
                 write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
             return None
-        except KeyboardInterrupt:
-            print("recbench: interrupted; finished examples and paid answers are kept: rerun the same command "
-                  "to go on", file=sys.stderr)
-            codes.append(EXIT_INTERRUPTED)
-            raise SystemExit(EXIT_INTERRUPTED) from None
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line saying what was kept
+            code, line = interrupted(e)
+            print(line, file=sys.stderr)
+            codes.append(code)
+            raise SystemExit(code) from None
         except Exception as e:  # noqa: BLE001 - a bug or an unforeseen failure in one sweep job spares its siblings
             if not in_sweep:
                 raise

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from recbench.diskspace import disk_full, is_full, writing
 from recbench.types import Request, Response, sha256_json
 
 SCHEMA = """
@@ -24,6 +25,18 @@ CREATE TABLE IF NOT EXISTS responses (
 
 class CacheError(RuntimeError):
     """The response cache file cannot be used (corrupt, not a database)."""
+
+
+#: the advice of a full-disk error under the cache
+CACHE_FIX = ("point cache.path (or RECBENCH_CACHE_DIR) to a disk with room, or run with cache.enabled=false; finished "
+             "examples are kept and the same command goes on")
+
+
+def messages_hash(messages: list[dict[str, Any]]) -> str:
+    """The prompts.jsonl hash of message dicts: the same value as KeyMaker.prompt_hash of their request."""
+    text = "[" + ", ".join('{"content": ' + _canon_str(m["content"]) + ', "role": ' + _canon_str(m["role"]) + "}"
+                           for m in messages) + "]"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def cache_key(identity: dict[str, Any], request: Request) -> str:
@@ -109,7 +122,8 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
         if enabled:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with writing(self.path.parent, "the cache folder", CACHE_FIX):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
                 self._conn.execute("PRAGMA journal_mode=WAL")
@@ -117,9 +131,17 @@ class ResponseCache:
                 self._conn.execute("PRAGMA busy_timeout=60000")
                 self._conn.execute(SCHEMA)
                 self._conn.execute("SELECT key FROM responses LIMIT 1").fetchall()
-            except sqlite3.DatabaseError as e:
-                raise CacheError(f"response cache {self.path} is unreadable ({e}): move it aside "
-                                 f"(mv {self.path} {self.path}.bad) or run with cache.enabled=false") from None
+            except (sqlite3.Error, OSError) as e:
+                self.close()
+                raise self._failure(e, "is unreadable") from None
+
+    def _failure(self, e: BaseException, what: str = "is damaged") -> Exception:
+        """The one-line error for a failed cache operation: DiskFull when there is no room, else CacheError."""
+        if is_full(e, self.path.parent):
+            return disk_full(self.path, "the response cache", CACHE_FIX)
+        return CacheError(f"response cache {self.path} {what} ({type(e).__name__}: {e}): move it aside "
+                          f"(mv {self.path} {self.path}.bad) or run with cache.enabled=false; finished examples "
+                          "are kept and the same command goes on")
 
     def get_many(self, keys: list[str]) -> dict[str, Response]:
         """Cached responses for the given keys (missing keys absent); counts hits and misses."""
@@ -129,12 +151,18 @@ class ResponseCache:
             with self._lock:
                 for i in range(0, len(uniq), 500):
                     chunk = uniq[i : i + 500]
-                    rows = self._conn.execute(
-                        f"SELECT key, response FROM responses WHERE key IN ({','.join('?' * len(chunk))})", chunk
-                    ).fetchall()
+                    try:
+                        rows = self._conn.execute(
+                            f"SELECT key, response FROM responses WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                        ).fetchall()
+                    except sqlite3.Error as e:
+                        raise self._failure(e) from None
                     for k, payload in rows:
-                        d = json.loads(payload)
-                        found[k] = Response(**d, cached=True)
+                        try:
+                            d = json.loads(payload)
+                            found[k] = Response(**d, cached=True)
+                        except (ValueError, TypeError):  # a row this code did not write: a miss, asked again
+                            continue
         self.hits += sum(1 for k in keys if k in found)
         self.misses += sum(1 for k in keys if k not in found)
         return found
@@ -162,10 +190,40 @@ class ResponseCache:
             rows.append((key, model, json.dumps(req.content_dict()), json.dumps(payload), time.time()))
         if rows:
             with self._lock:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._conn.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?)", rows)
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    self._conn.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?)", rows)
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as e:
+                    if self._conn.in_transaction:
+                        try:
+                            self._conn.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            pass
+                    raise self._failure(e) from None
         return len(rows)
+
+    def requests_by_prefix(self, prefixes: list[str]) -> dict[str, dict[str, Any]]:
+        """{key prefix: the request content stored under the one key that starts with it} (prefixes as samples.jsonl
+        records them); a prefix with no row, or more than one, is left out."""
+        out: dict[str, dict[str, Any]] = {}
+        if self._conn is None:
+            return out
+        with self._lock:
+            for prefix in dict.fromkeys(prefixes):
+                if not prefix:
+                    continue
+                try:
+                    rows = self._conn.execute("SELECT request FROM responses WHERE key >= ? AND key < ? LIMIT 2",
+                                              (prefix, prefix + "\uffff")).fetchall()
+                except sqlite3.Error as e:
+                    raise self._failure(e) from None
+                if len(rows) == 1:
+                    try:
+                        out[prefix] = json.loads(rows[0][0])
+                    except ValueError:
+                        continue
+        return out
 
     @staticmethod
     def answers_by_request(path: str | Path, model_name: str) -> dict[str, dict[str, Any]]:
@@ -186,12 +244,18 @@ class ResponseCache:
         if self._conn is None:
             return 0
         with self._lock:
-            return self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            try:
+                return self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            except sqlite3.Error as e:
+                raise self._failure(e) from None
 
     def close(self) -> None:
         """Close the connection."""
         if self._conn is not None:
-            self._conn.close()
+            try:
+                self._conn.close()
+            except sqlite3.Error:  # closing a damaged or full database: nothing left to save
+                pass
             self._conn = None
 
 

@@ -140,8 +140,9 @@ class OpenAIBackendConf(ModelBackendConf):
     backoff_max_s: float = 20.0
     backoff_jitter: float = 0.5
     max_retry_after_s: float = 60.0
-    # stop with one clear error after this many connection failures in a row (server down)
+    # server down (stop, exit 2): this many connection failures in a row AND no HTTP answer for down_after_s seconds
     max_consecutive_failures: int = 5
+    down_after_s: float = 3.0
     seed_param: bool = True
 
 
@@ -208,6 +209,8 @@ def validate(cfg: DictConfig) -> None:
         _check(int(b.max_retries) >= 0, "model.backend.max_retries", b.max_retries, ">= 0")
     if b.get("timeout_s") is not None:
         _check(float(b.timeout_s) > 0, "model.backend.timeout_s", b.timeout_s, "> 0 (seconds)")
+    if b.get("down_after_s") is not None:
+        _check(float(b.down_after_s) > 0, "model.backend.down_after_s", b.down_after_s, "> 0 (seconds)")
 
 
 # ---- task and method keys: each class declares the valid values of the keys it reads (`settings_rules`) -----------

@@ -10,6 +10,12 @@ MAX_VALUE = 40  # a longer value (or any path) enters the name as its stem plus 
 
 
 def _short(value: str) -> str:
+    if "://" in value:  # a URL's user info and query (credentials) never enter a folder name
+        from recbench.redact import has_secret, redact_url
+
+        url = value.strip("'\"")
+        if has_secret(url):
+            value = redact_url(url).split("?", 1)[0].split("#", 1)[0]
     if "/" not in value and len(value) <= MAX_VALUE:
         return value
     stem = PurePath(value.rstrip("/")).name.split(".")[0][:MAX_VALUE] or "value"

@@ -2,6 +2,7 @@
 config and versions, under an OS lock so one run dir has one writer. Readers use recbench.schema.read_run."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -13,12 +14,16 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
-from recbench.schema import (ErrorRecord, PlanResult, RunResult, SampleRecord, SchemaError, dedupe_first, iter_jsonl,
+from recbench.diskspace import DiskFull, writing  # noqa: F401 - DiskFull: what a failed write raises
+from recbench.schema import (ErrorRecord, PlanResult, RunResult, SampleRecord, SchemaError, dedupe_first, load_jsonl,
                              read_prompts)
 
 LOCK_NAME = ".recbench.lock"
+#: the advice of a full-disk error under a run dir
+RUNDIR_FIX = ("write the runs elsewhere (RECBENCH_RUNS_DIR=... or hydra.run.dir=...); finished examples are kept and "
+              "the same command goes on")
 
 
 class RunDirInUse(RuntimeError):
@@ -53,10 +58,17 @@ def dumps_line(obj: Any) -> str:
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON via a temp file and rename, so readers never see half a file."""
+    """Write JSON via a temp file and rename, so readers never see half a file (no temp file is left on failure;
+    a full disk raises DiskFull)."""
+    write_text_atomic(path, json.dumps(clean_nan(obj), indent=2, default=_json_default, allow_nan=False))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write text via a temp file and rename; on any failure the temp file is removed and the old file kept."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(clean_nan(obj), indent=2, default=_json_default, allow_nan=False))
-    os.replace(tmp, path)
+    with writing(path, "", RUNDIR_FIX, tmp=tmp):
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def repair_tail(path: Path) -> int:
@@ -101,8 +113,13 @@ class RunLock:
             raise RunDirInUse(f"run dir in use by pid {owner.get('pid', '?')} (host {owner.get('host', '?')}): "
                               f"{self.path.parent}. Wait for that run to finish, or stop it; a lock left by a killed "
                               "process is released by the OS and never blocks") from None
-        self.owner_path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                               "since": time.time()}))
+        try:
+            with writing(self.owner_path, "", RUNDIR_FIX):
+                self.owner_path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                       "since": time.time()}))
+        except BaseException:
+            self._lock.release()
+            raise
 
     def release(self) -> None:
         """Release the lock (idempotent)."""
@@ -116,7 +133,8 @@ class RunStore:
 
     def __init__(self, run_dir: str | Path, *, lock: bool = True):
         self.dir = Path(run_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        with writing(self.dir, "the run dir", RUNDIR_FIX):
+            self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = RunLock(self.dir) if lock else None
         if self._lock:
             self._lock.acquire()
@@ -124,11 +142,12 @@ class RunStore:
         self.errors_path = self.dir / "errors.jsonl"
         self.prompts_path = self.dir / "prompts.jsonl"
         self.metrics_path = self.dir / "metrics.json"
-        self.repaired_bytes = repair_tail(self.prompts_path) + repair_tail(self.samples_path)
         try:
+            with writing(self.dir, "the run dir", RUNDIR_FIX):
+                self.repaired_bytes = repair_tail(self.prompts_path) + repair_tail(self.samples_path)
             self._prompt_keys: set[str] = set(read_prompts(self.prompts_path))
-            recs = [SampleRecord.from_dict(d) for d in iter_jsonl(self.samples_path)] if self.samples_path.exists() else []
-        except SchemaError:
+            recs = load_jsonl(self.samples_path, SampleRecord.from_dict) if self.samples_path.exists() else []
+        except BaseException:
             self.close()
             raise
         self.duplicates = len(recs) - len(uniq := dedupe_first(recs))
@@ -151,28 +170,44 @@ class RunStore:
 
     def append_many(self, records: Iterable[SampleRecord]) -> None:
         """Append finished examples in one write, prompts first (a sample never refers to a prompt not on disk)."""
-        lines = []
+        lines, new, ids = [], [], set()
         for r in records:
-            if r.id in self._ids:
+            if r.id in self._ids or r.id in ids:
                 continue
-            self._ids.add(r.id)
-            self._records.append(r)
+            ids.add(r.id)
+            new.append(r)
             lines.append(dumps_line(r.to_dict()))
         if lines:
-            self._prompts.flush()
-            self._samples.write("".join(lines))
-            self._samples.flush()
+            with writing(self.prompts_path, "", RUNDIR_FIX):
+                self._prompts.flush()
+            with writing(self.samples_path, "", RUNDIR_FIX):
+                self._samples.write("".join(lines))
+                self._samples.flush()
+            self._ids |= ids  # finished only once on disk
+            self._records += new
 
     def add_prompt(self, key: str, messages: list[dict[str, str]]) -> None:
         """Record a prompt once (samples.jsonl refers to it by key)."""
         if key not in self._prompt_keys:
             self._prompt_keys.add(key)
-            self._prompts.write(json.dumps({"key": key, "messages": messages}, ensure_ascii=False) + "\n")
+            with writing(self.prompts_path, "", RUNDIR_FIX):
+                self._prompts.write(json.dumps({"key": key, "messages": messages}, ensure_ascii=False) + "\n")
+
+    def missing_prompts(self) -> dict[str, str]:
+        """{prompt hash: call key prefix} of the calls in samples.jsonl whose prompt is not in prompts.jsonl (the
+        file was deleted or cut short): what restore_prompts can look up in the response cache."""
+        out: dict[str, str] = {}
+        for r in self._records:
+            for c in r.calls:
+                if c.prompt and c.prompt not in self._prompt_keys and c.key:
+                    out.setdefault(c.prompt, c.key)
+        return out
 
     def append_error(self, record: ErrorRecord) -> None:
         """Record an example abandoned because of a backend error (retried on the next run)."""
-        with open(self.errors_path, "a", encoding="utf-8") as f:
-            f.write(dumps_line(record.to_dict()))
+        with writing(self.errors_path, "", RUNDIR_FIX):
+            with open(self.errors_path, "a", encoding="utf-8") as f:
+                f.write(dumps_line(record.to_dict()))
 
     def write_result(self, result: RunResult) -> None:
         """metrics.json (typed, with the schema version)."""
@@ -183,8 +218,8 @@ class RunStore:
         write_json_atomic(self.dir / "plan.json", plan.to_dict())
 
     def write_text(self, name: str, text: str) -> None:
-        """A small text file in the run dir."""
-        (self.dir / name).write_text(text, encoding="utf-8")
+        """A small text file in the run dir (atomic: a failed write keeps the old file and leaves no temp file)."""
+        write_text_atomic(self.dir / name, text)
 
     def write_versions(self, extra: dict[str, Any] | None = None) -> None:
         """versions.json: python, platform, key package versions, the git commit of the checkout."""
@@ -195,12 +230,48 @@ class RunStore:
         )
 
     def close(self) -> None:
-        """Close the files and release the run-dir lock."""
+        """Close the files and release the run-dir lock (always released; a full disk met while flushing the
+        last buffered lines raises DiskFull after that)."""
+        failed: Optional[BaseException] = None
         for f in (getattr(self, "_samples", None), getattr(self, "_prompts", None)):
             if f is not None and not f.closed:
-                f.close()
+                try:
+                    with writing(f.name, "", RUNDIR_FIX):
+                        f.close()
+                except DiskFull as e:
+                    failed = failed or e
+                    with contextlib.suppress(OSError):
+                        f.close()  # the buffer is dropped; a torn last line is repaired on the next run
         if self._lock:
             self._lock.release()
+        if failed is not None:
+            raise failed
+
+
+def restore_prompts(store: RunStore, cache: Any) -> tuple[int, int]:
+    """Write back to prompts.jsonl the prompts that finished examples refer to but the file lacks (deleted or cut
+    short), from the requests the response cache holds under the calls' keys; a prompt is written only when its
+    hash matches. Returns (restored, still missing)."""
+    from recbench.cache import messages_hash
+
+    missing = store.missing_prompts()
+    if not missing:
+        return 0, 0
+    found = cache.requests_by_prefix(list(missing.values()))
+    restored = 0
+    for h, prefix in missing.items():
+        messages = (found.get(prefix) or {}).get("messages")
+        try:
+            ok = isinstance(messages, list) and messages_hash(messages) == h
+        except (KeyError, TypeError):
+            ok = False
+        if ok:
+            store.add_prompt(h, messages)
+            restored += 1
+    if restored:
+        with writing(store.prompts_path, "", RUNDIR_FIX):
+            store._prompts.flush()
+    return restored, len(missing) - restored
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,7 +17,7 @@ import logging
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,9 @@ class SampleRecord:
         """From one samples.jsonl line."""
         if "id" not in d:
             raise SchemaError("a samples.jsonl record has no 'id'")
+        for key, kind in (("meta", dict), ("details", dict), ("metrics", dict), ("calls", list)):
+            if d.get(key) is not None and not isinstance(d[key], kind):
+                raise SchemaError(f"'{key}' is a {type(d[key]).__name__}, not a {kind.__name__}")
         return SampleRecord(id=str(d["id"]), meta=d.get("meta") or {}, prediction=d.get("prediction"),
                             parse_status=d.get("parse_status", "ok"), details=d.get("details") or {},
                             metrics=d.get("metrics") or {},
@@ -278,23 +281,60 @@ class PlanResult:
 
 
 # ---- reading ----------------------------------------------------------------------------------------------
-def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file; a malformed line raises SchemaError naming file and line."""
-    with open(path, encoding="utf-8") as f:
-        for no, line in enumerate(f, 1):
-            if not line.strip():
+#: what to do about a damaged line of a run dir's JSON-lines file
+_LINE_FIX = ("a rerun of the same command repairs a torn last line; fix or delete this line by hand (a deleted "
+             "samples.jsonl line is run again)")
+
+
+def _numbered_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, JSON object) of a JSON-lines file; a line that is not UTF-8, not JSON or not an object raises
+    SchemaError naming file and line."""
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             try:
-                yield json.loads(line)
+                d = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise SchemaError(f"{path}:{no}: not UTF-8 text (byte {raw[e.start:e.start + 1]!r} at column "
+                                  f"{e.start + 1}); {_LINE_FIX}") from None
             except json.JSONDecodeError as e:
-                raise SchemaError(f"{path}:{no}: not valid JSON ({e.msg}); a rerun of the same command repairs a "
-                                  "torn last line, any other broken line must be fixed or removed by hand") from e
+                raise SchemaError(f"{path}:{no}: not valid JSON ({e.msg}); {_LINE_FIX}") from None
+            if not isinstance(d, dict):
+                raise SchemaError(f"{path}:{no}: a JSON {type(d).__name__}, not a record (object); {_LINE_FIX}")
+            yield no, d
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file; a malformed line raises SchemaError naming file and line."""
+    for _, d in _numbered_jsonl(path):
+        yield d
+
+
+def load_jsonl(path: Path, parse: Callable[[dict[str, Any]], Any]) -> list[Any]:
+    """parse(object) for each line of a JSON-lines file; a line parse cannot read raises SchemaError naming file
+    and line (never a raw KeyError / TypeError)."""
+    out = []
+    for no, d in _numbered_jsonl(path):
+        try:
+            out.append(parse(d))
+        except SchemaError as e:
+            raise SchemaError(f"{path}:{no}: {e}; {_LINE_FIX}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise SchemaError(f"{path}:{no}: not a valid record ({type(e).__name__}: {e}); {_LINE_FIX}") from None
+    return out
+
+
+def _prompt_entry(d: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
+    if not isinstance(d["messages"], list):
+        raise TypeError("'messages' is not a list")
+    return str(d["key"]), d["messages"]
 
 
 def read_prompts(path: str | Path) -> dict[str, list[dict[str, str]]]:
     """prompts.jsonl as {hash: messages} ({} when absent)."""
     p = Path(path)
-    return {d["key"]: d["messages"] for d in iter_jsonl(p)} if p.exists() else {}
+    return dict(load_jsonl(p, _prompt_entry)) if p.exists() else {}
 
 
 def dedupe_first(records: Iterable[Any]) -> list[Any]:
@@ -322,7 +362,7 @@ class Run:
         """The finished examples (unique ids, first wins), optionally with each call's messages."""
         if self._samples is None or with_prompts:
             path = self.dir / "samples.jsonl"
-            recs = [SampleRecord.from_dict(d) for d in iter_jsonl(path)] if path.exists() else []
+            recs = load_jsonl(path, SampleRecord.from_dict) if path.exists() else []
             uniq = dedupe_first(recs)
             if len(uniq) < len(recs):
                 log.warning("%s: %d duplicate example id(s) ignored (the first record of each id is used)",
@@ -342,7 +382,7 @@ class Run:
         if not path.exists():
             return []
         done = {s.id for s in self.samples()}
-        return [e for e in map(ErrorRecord.from_dict, iter_jsonl(path)) if e.id not in done]
+        return [e for e in load_jsonl(path, ErrorRecord.from_dict) if e.id not in done]
 
     @property
     def task(self) -> str:
@@ -358,9 +398,12 @@ def read_config(run_dir: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise SchemaError(f"{p}: not valid YAML ({e})") from e
+        cfg = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise SchemaError(f"{p}: not valid YAML ({type(e).__name__}); rerun the same command to rewrite it") from None
+    if not isinstance(cfg, dict):
+        raise SchemaError(f"{p}: not a mapping; rerun the same command to rewrite it")
+    return cfg
 
 
 def read_result(run_dir: str | Path) -> RunResult:
@@ -372,6 +415,10 @@ def read_result(run_dir: str | Path) -> RunResult:
         raise SchemaError(f"{p}: missing; is {run_dir} a run dir? (run `python -m recbench ...` to make one)") from e
     except json.JSONDecodeError as e:
         raise SchemaError(f"{p}: not valid JSON ({e.msg}); rerun the same command to rebuild it") from e
+    except UnicodeDecodeError:
+        raise SchemaError(f"{p}: not UTF-8 text; rerun the same command to rebuild it") from None
+    if not isinstance(d, dict):
+        raise SchemaError(f"{p}: a JSON {type(d).__name__}, not an object; rerun the same command to rebuild it")
     return RunResult.from_dict(d, where=str(p))
 
 

@@ -90,6 +90,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     rows += [_error_row(e) for e in errors.values()]
     used = {c["prompt"] for r in rows for c in r["calls"] if c.get("prompt")}
     prompts = {k: v for k, v in read_prompts(d / "prompts.jsonl").items() if k in used}
+    missing = len(used - prompts.keys())  # referenced by a call, absent from prompts.jsonl (deleted or cut short)
     cfg = run.config
     return {
         "run_dir": str(d.resolve()), "task": run.task,
@@ -97,6 +98,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         "method": res.method if res else (cfg.get("method") or {}).get("name"),
         "headline": res.headline_metric if res else None, "complete": res.complete if res else False,
         "slices": _slices(list(res.breakdown) if res else [], rows), "rows": rows, "prompts": prompts,
+        "prompts_missing": missing,
         "n_samples": n_samples, "n_errors": len(errors), "has_truth": any(r["truth"] is not None for r in rows),
     }
 

@@ -1,0 +1,307 @@
+"""Run-store and file failures end with one `recbench:` line and an honest exit code (2, or 143/130 for signals),
+no traceback, no `*.tmp` left behind and no metrics.json written for the failed invocation: a damaged samples.jsonl
+line, a damaged response cache met mid-run, a full disk (run dir or cache), a URL with credentials, a deleted
+prompts.jsonl, SIGTERM and Ctrl-C."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recbench.app import run_from_config
+from recbench.cache import CACHE_FIX, ResponseCache, messages_hash
+from recbench.diskspace import DiskFull
+from recbench.testing.openai_stub import StubServer
+from tests.doubles import ScriptedBackend
+from tests.helpers import compose_cfg, listwise_answer
+
+RUN_FILES = ("samples.jsonl", "prompts.jsonl", "metrics.json", "config.yaml", "versions.json")
+
+
+def _cli(tmp: Path, *args: str, popen: bool = False, **kw):
+    env = {**os.environ, "RECBENCH_RUNS_DIR": str(tmp / "runs"), "RECBENCH_CACHE_DIR": str(tmp / "cache")}
+    flags = [a for a in args if a.startswith("-")]  # e.g. -m (a sweep) goes before the overrides
+    cmd = [sys.executable, "-m", "recbench", *flags, "task=perrec", "run.progress=false",
+           *[a for a in args if not a.startswith("-")]]
+    if popen:
+        return subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=600, **kw)
+
+
+def _one_error_line(stderr: str) -> str:
+    """The one `recbench:` line of a failed run (informational `recbench: model ... ready` lines aside)."""
+    assert "Traceback" not in stderr, stderr
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("recbench:") and " ready in " not in ln]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def _tmp_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def _snapshot(run_dir: Path) -> dict[str, bytes]:
+    return {n: (run_dir / n).read_bytes() for n in RUN_FILES if (run_dir / n).exists()}
+
+
+# ---- damaged run-store lines --------------------------------------------------------------------------------
+@pytest.mark.parametrize("line, what", [
+    (b'{"id": "x\xff\xfe"}\n', "not UTF-8 text"),
+    (b"[1, 2, 3]\n", "a JSON list, not a record"),
+    (b'{"id": "x", "calls": 5}\n', "'calls' is a int, not a list"),
+    (b'{"id": "x", "calls": [7]}\n', "not a valid record"),
+])
+def test_a_damaged_samples_line_is_one_line_naming_file_and_line(tmp_path, line, what):
+    first = _cli(tmp_path, "method=bm25_history", "limit=3")
+    assert first.returncode == 0, first.stderr
+    run_dir = next((tmp_path / "runs").rglob("samples.jsonl")).parent
+    with open(run_dir / "samples.jsonl", "ab") as f:
+        f.write(line)
+    before = _snapshot(run_dir)
+    p = _cli(tmp_path, "method=bm25_history", "limit=3")
+    assert p.returncode == 2, p.stderr
+    err = _one_error_line(p.stderr)
+    assert f"{run_dir / 'samples.jsonl'}:4:" in err and what in err and "fix or delete this line" in err, err
+    assert _snapshot(run_dir) == before and not _tmp_files(tmp_path)  # nothing written, metrics.json as it was
+    from recbench import view
+
+    assert view.main([str(run_dir)]) == 1  # the viewer says the same in one line (its own exit code)
+
+
+# ---- the response cache damaged or full --------------------------------------------------------------------
+def _corrupt_table_leaves(path: Path) -> int:
+    """Overwrite every table-leaf page of an SQLite file (rows live there; the key index stays readable, so the
+    cache opens and the damage is found when the run reads its first answer). Returns the pages damaged."""
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    size = 65536 if size == 1 else size
+    hit = 0
+    for off in range(size, len(data), size):  # page 1 (the schema) is kept
+        if data[off] == 0x0D:
+            data[off:off + size] = b"\xa5" * size
+            hit += 1
+    path.write_bytes(bytes(data))
+    return hit
+
+
+def test_a_cache_damaged_mid_run_is_one_line_and_no_metrics(tmp_path):
+    cache = tmp_path / "cache" / "responses.sqlite"
+    with StubServer() as stub:
+        url = f"model.backend.base_url={stub.base_url}"
+        ok = _cli(tmp_path, "model=smollm2-openai", url, "method=listwise", "limit=12")
+        assert ok.returncode == 0, ok.stderr
+        assert _corrupt_table_leaves(cache) >= 1
+        sqlite3.connect(cache).execute("SELECT key FROM responses LIMIT 1").fetchall()  # still opens
+        p = _cli(tmp_path, "model=smollm2-openai", url, "method=listwise", "limit=10")
+    assert p.returncode == 2, p.stderr
+    err = _one_error_line(p.stderr)
+    assert str(cache) in err and "move it aside" in err and "cache.enabled=false" in err, err
+    (run_dir,) = [d for d in (tmp_path / "runs").rglob("limit=10*") if d.is_dir()]
+    assert (run_dir / "config.yaml").exists() and not (run_dir / "metrics.json").exists()
+    assert not _tmp_files(tmp_path)
+
+
+def _limit_pages(monkeypatch, pages: int) -> None:
+    """Every SQLite connection the cache opens may hold at most `pages` pages: SQLite's own SQLITE_FULL."""
+    real = sqlite3.connect
+
+    def connect(*a, **kw):
+        con = real(*a, **kw)
+        con.execute(f"PRAGMA max_page_count={pages}")
+        return con
+
+    monkeypatch.setattr("recbench.cache.sqlite3.connect", connect)
+
+
+def test_a_full_cache_disk_says_disk_full_not_move_aside(tmp_path, monkeypatch):
+    _limit_pages(monkeypatch, 1)
+    with pytest.raises(DiskFull) as ei:
+        ResponseCache(tmp_path / "c.sqlite")
+    msg = str(ei.value)
+    assert msg.startswith("disk full") and str(tmp_path / "c.sqlite") in msg and CACHE_FIX in msg
+    assert "move it aside" not in msg
+
+
+def test_an_sqlite_io_error_on_a_full_disk_is_a_full_disk(tmp_path, monkeypatch):
+    """SQLite reports a full tmpfs as SQLITE_IOERR_SHMSIZE (measured), not SQLITE_FULL: an I/O error on a disk with
+    under 1 MiB free is a full disk; with room it is a damaged cache."""
+    import recbench.diskspace as ds
+
+    e = sqlite3.OperationalError("disk I/O error")
+    e.sqlite_errorname = "SQLITE_IOERR_SHMSIZE"
+    monkeypatch.setattr(ds, "free_bytes", lambda p: 0)
+    assert ds.is_full(e, tmp_path) and not ds.is_full(e)  # the free space decides, so it needs the path
+    monkeypatch.setattr(ds, "free_bytes", lambda p: 10 << 30)
+    assert not ds.is_full(e, tmp_path)
+    assert ds.is_full(OSError(errno.ENOSPC, "No space left on device")) and ds.is_full(OSError(errno.EDQUOT, "quota"))
+    assert not ds.is_full(OSError(errno.EACCES, "denied"))
+
+
+def test_a_cache_filling_up_mid_run_is_disk_full_and_no_metrics(tmp_path, monkeypatch):
+    _limit_pages(monkeypatch, 4)
+    cfg = compose_cfg(["method=listwise", "limit=24", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false"])
+    with pytest.raises(DiskFull, match="disk full: cannot write the response cache"):
+        run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(listwise_answer))
+    assert not (tmp_path / "run" / "metrics.json").exists() and not _tmp_files(tmp_path)
+
+
+# ---- a full disk under the run dir --------------------------------------------------------------------------
+class _FullFile:
+    """A file whose writes fail as on a full disk (ENOSPC) once `room` bytes are used."""
+
+    def __init__(self, f, room: int):
+        self._f, self.room, self.name = f, room, f.name
+
+    def write(self, s: str) -> int:
+        if len(s) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(s)
+        return self._f.write(s)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
+
+
+def test_full_disk_mid_run_keeps_what_finished_and_the_rerun_goes_on(tmp_path, monkeypatch):
+    import recbench.runstore as runstore
+
+    real_open = open
+
+    def full_open(path, mode="r", *a, **kw):  # samples.jsonl has room for about 3 records
+        f = real_open(path, mode, *a, **kw)
+        return _FullFile(f, 9000) if "a" in mode and str(path).endswith("samples.jsonl") else f
+
+    monkeypatch.setattr(runstore, "open", full_open, raising=False)
+    cfg = compose_cfg(["method=listwise", "limit=12", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false",
+                       "run.chunk_size=1"])
+    backend = ScriptedBackend(listwise_answer)
+    with pytest.raises(DiskFull) as ei:
+        run_from_config(cfg, tmp_path / "run", backend=backend)
+    msg = str(ei.value)
+    assert msg.startswith("disk full: cannot write") and "samples.jsonl" in msg and "RECBENCH_RUNS_DIR" in msg
+    kept = len((tmp_path / "run" / "samples.jsonl").read_text().splitlines())
+    assert 1 <= kept < 12 and ei.value.recbench_kept[:2] == (kept, 12)
+    assert not (tmp_path / "run" / "metrics.json").exists() and not _tmp_files(tmp_path)
+    monkeypatch.undo()  # room again: the same run goes on, nothing asked twice
+    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(listwise_answer))
+    assert m["complete"] and m["counts"]["examples"] == 12 and m["this_invocation"]["examples_skipped"] == kept
+
+
+def test_full_disk_at_metrics_json_is_one_line_and_leaves_no_tmp(tmp_path):
+    """A real ENOSPC from the kernel: metrics.json's temp file is /dev/full."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    run_dir = tmp_path / "runs" / "perrec" / "none" / "bm25_history" / "limit=3"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json.tmp").symlink_to("/dev/full")
+    p = _cli(tmp_path, "method=bm25_history", "limit=3")
+    assert p.returncode == 2, p.stderr
+    err = _one_error_line(p.stderr)
+    assert err.startswith("recbench: error: disk full: cannot write") and "metrics.json" in err, err
+    assert "free space on that disk" in err and "RECBENCH_RUNS_DIR" in err
+    assert not (run_dir / "metrics.json").exists() and not (run_dir / "metrics.json.tmp").is_symlink()
+    assert not _tmp_files(tmp_path)
+    assert len((run_dir / "samples.jsonl").read_text().splitlines()) == 3  # the finished examples are kept
+
+
+# ---- secrets in a base URL ------------------------------------------------------------------------------------
+def test_url_credentials_are_used_but_never_reach_a_file_or_a_folder_name(tmp_path):
+    user, password, key = "uwalker7", "pw-4f9c2e1b", "qk-83d1c0aa"
+    with StubServer() as stub:
+        host = stub.base_url.split("://", 1)[1]
+        url = f'"http://{user}:{password}@{host}?key={key}"'
+        p = _cli(tmp_path, "model=smollm2-openai", f"model.backend.base_url={url}", "method=listwise", "limit=3")
+        sweep = _cli(tmp_path, "-m", "model=smollm2-openai", f"model.backend.base_url={url}",
+                     "method=listwise,random", "limit=3")
+        auth, paths = set(stub.auth_seen), set(stub.paths)
+    assert p.returncode == 0, p.stderr
+    assert sweep.returncode == 0, sweep.stderr
+    import base64
+
+    assert auth == {"Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}  # basic auth, no Bearer
+    assert paths == {f"/v1/chat/completions?key={key}"}  # the query reaches the server
+    leaks = [str(f) for f in tmp_path.rglob("*") if any(s in f.name for s in (user, password, key))
+             or (f.is_file() and any(s.encode() in f.read_bytes() for s in (user, password, key)))]
+    assert not leaks, leaks
+    assert not any(s in p.stderr + p.stdout for s in (password, key))  # (a sweep's launcher echoes its overrides)
+    versions = json.loads(next((tmp_path / "runs").rglob("versions.json")).read_text())
+    assert versions["backend_params"]["base_url"] == f"http://***@{host}?key=***"
+
+
+def test_user_info_and_an_api_key_env_together_are_one_config_line(tmp_path, monkeypatch):
+    p = _cli(tmp_path, "model=smollm2-openai", 'model.backend.base_url="http://u:pw-secret1@127.0.0.1:9/v1"',
+             "model.backend.api_key_env=HOME", "method=listwise", "limit=2")
+    assert p.returncode == 2, p.stderr
+    err = _one_error_line(p.stderr)
+    assert "user info" in err and "api_key_env" in err and "pw-secret1" not in err, err
+
+
+# ---- a deleted prompts.jsonl ------------------------------------------------------------------------------------
+def test_a_deleted_prompts_file_is_restored_from_the_cache(tmp_path):
+    from recbench import view
+
+    cfg = compose_cfg(["method=listwise", "limit=6", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false"])
+    run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(listwise_answer))
+    original = (tmp_path / "run" / "prompts.jsonl").read_bytes()
+    assert view.load_run(tmp_path / "run")["prompts_missing"] == 0
+    (tmp_path / "run" / "prompts.jsonl").unlink()
+    assert view.load_run(tmp_path / "run")["prompts_missing"] == 6  # the viewer says they are missing
+    backend = ScriptedBackend(listwise_answer)
+    run_from_config(cfg, tmp_path / "run", backend=backend)
+    assert backend.calls == 0 and (tmp_path / "run" / "prompts.jsonl").read_bytes() == original
+    data = view.load_run(tmp_path / "run")
+    assert data["prompts_missing"] == 0 and len(data["prompts"]) == 6
+    for h, messages in data["prompts"].items():
+        assert messages_hash(messages) == h
+    # no cache to restore from: the viewer says so honestly (prompt missing, not "not stored")
+    (tmp_path / "run" / "prompts.jsonl").unlink()
+    cfg2 = compose_cfg(["method=listwise", "limit=6", "cache.enabled=false", "run.progress=false"])
+    run_from_config(cfg2, tmp_path / "run", backend=ScriptedBackend(listwise_answer))
+    assert view.load_run(tmp_path / "run")["prompts_missing"] == 6
+    html = view.render(view.load_run(tmp_path / "run"))
+    assert "prompt missing: prompts.jsonl does not hold it" in html
+
+
+# ---- signals --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sig, code, name", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                             (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
+def test_a_signal_keeps_what_finished_says_so_in_one_line_and_the_rerun_goes_on(tmp_path, sig, code, name):
+    args = ["model=smollm2-openai", "method=listwise", "limit=40", "model.backend.concurrency=2"]
+    with StubServer(latency_s=0.3) as stub:
+        url = f"model.backend.base_url={stub.base_url}"
+        proc = _cli(tmp_path, *args, url, popen=True)
+        samples = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            samples = next((tmp_path / "runs").rglob("samples.jsonl"), None) if (tmp_path / "runs").exists() else None
+            if samples is not None and len(samples.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == code, stderr
+        err = _one_error_line(stderr)
+        kept = len(samples.read_text().splitlines())
+        assert err.startswith(f"recbench: {name}: {kept} of 40 examples finished and kept in "), err
+        assert "rerun the same command" in err and 2 <= kept < 40
+        run_dir = samples.parent
+        assert not (run_dir / "metrics.json").exists() and not _tmp_files(tmp_path)
+        rerun = _cli(tmp_path, *args, url)
+    assert rerun.returncode == 0, rerun.stderr
+    m = json.loads((run_dir / "metrics.json").read_text())
+    assert m["complete"] and m["counts"]["examples"] == 40 and m["this_invocation"]["examples_skipped"] == kept
