@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from recbench.datafiles import read_bytes
 from recbench.registry import DataError
 from recbench.tasks.llmrec.data import P5Data, load_p5
 
@@ -126,8 +127,7 @@ def load_candidates(path: str | Path, expected_sha256: Optional[str], data: P5Da
         raise CandidateFileError(
             f"frozen candidate file {p} does not exist. Freeze it once with `python -m recbench.tasks.llmrec.candidates "
             f"--data <data_dir> --kind <sequential|direct> --out {p}` (the recorded hash then checks it)")
-    with gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb") as f:
-        raw = f.read()
+    raw = read_bytes(p)  # DataError for an empty, non-gzip or cut-short file
     digest = hashlib.sha256(raw).hexdigest()
     if expected_sha256 and digest != expected_sha256:
         raise CandidateFileError(f"{p}: content sha256 {digest} != recorded {expected_sha256}; the frozen candidates "

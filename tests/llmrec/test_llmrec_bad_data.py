@@ -116,3 +116,6 @@ def test_a_damaged_candidate_file_is_a_user_error(p5):
         load_candidates(path, "0" * 64, data)
     with pytest.raises(CandidateFileError, match=r"candidates_sequential.jsonl.gz:300: not valid JSON"):
         load_candidates(path, None, data)
+    path.write_bytes(raw)  # the plain bytes under a .gz name
+    with pytest.raises(DataError, match=r"candidates_sequential.jsonl.gz: cannot be read as gzip"):
+        load_candidates(path, None, data)
