@@ -103,6 +103,8 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
         task = build_task(cfg)
         method = task.make_method(cfg.method, cfg.sampling)
         method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
+        if method.needs_backend and backend is None:  # a package or API key the model needs: before data or bars
+            LazyBackend(cfg.model).preflight()
         examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
                                    source=data_source(task))
     except BaseException:
@@ -216,8 +218,10 @@ def check_overrides(argv: list[str]) -> None:
                 options = loader.get_group_options(key, config_name="config", overrides=search)
                 for v in values:
                     if v not in options:
-                        raise ConfigError(f"Unknown {key} '{v}'.{suggest(v, options)} Valid choices for {key}: "
-                                          f"{', '.join(sorted(options))}")
+                        valid, scope = _choices_for_task(key, options, parsed)
+                        raise ConfigError(f"Unknown {key} '{v}'.{suggest(v, valid)} Valid choices for {key}{scope}: "
+                                          f"{', '.join(sorted(valid))}"
+                                          + (" (every task's: python -m recbench list methods)" if scope else ""))
                 chosen.append(f"{key}={values[0]}")
         cfg = compose(config_name="config", overrides=search + chosen)
         for o in parsed:
@@ -246,6 +250,24 @@ def check_overrides(argv: list[str]) -> None:
             raise ConfigError(f"{lines[0] if lines else type(cause).__name__} "
                               f"({next((ln for ln in lines if ln.startswith('full_key')), 'override').strip()})") from None
     GlobalHydra.instance().clear()
+
+
+def _choices_for_task(group: str, options: list[str], parsed: list[Any]) -> tuple[list[str], str]:
+    """(choices, ' with task=T'): for `method`, only the methods the one chosen task accepts (the command's task=,
+    else the default task); every option otherwise, or when the task cannot be told."""
+    if group != "method":
+        return options, ""
+    from recbench import catalogue
+
+    tasks = [o for o in parsed if o.key_or_group == "task" and not o.package]
+    if len(tasks) > 1 or (tasks and tasks[0].is_sweep_override()):
+        return options, ""
+    task = tasks[0].get_value_element_as_str() if tasks else catalogue.default_choice("task")
+    try:
+        valid = catalogue.methods_for_task(str(task), list(options))
+    except (ValueError, ImportError):  # a task of the user's own config folders: its methods cannot be told here
+        return options, ""
+    return (valid, f" with task={task}") if valid else (options, "")
 
 
 def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str]) -> bool:

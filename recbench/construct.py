@@ -132,6 +132,46 @@ class LazyBackend:
         if self._backend is not None:
             self._backend.close()
 
+    def preflight(self) -> None:
+        """Refuse at once, before any data is loaded or bar drawn, a model that cannot start here: a package its
+        preset needs (model.requires.packages) that is not installed, or an unset API-key variable
+        (model.backend.api_key_env). Nothing is loaded."""
+        import importlib.util
+
+        missing = [str(p) for p in ((self.cfg.get("requires") or {}).get("packages") or [])
+                   if importlib.util.find_spec(str(p)) is None]
+        if missing:
+            raise ConfigError(requirements_message(self.cfg, missing))
+        node = self.cfg.get("backend") or {}
+        env = node.get("api_key_env")
+        if env and not os.environ.get(str(env)):
+            raise ConfigError(f"model '{self.cfg.get('name')}': environment variable {env} (model.backend.api_key_env) "
+                              f"is not set; export the API key for {node.get('base_url')} there, or pick a local "
+                              "model (e.g. model=smollm2)")
+
+
+def requirements_message(model_cfg: DictConfig, missing: list[str]) -> str:
+    """What a preset needs that this environment lacks, then one line each: its needs, how to install them, and how
+    to run the same model through an OpenAI-compatible server instead (model.requires)."""
+    import sys
+
+    req = model_cfg.get("requires") or {}
+    name = model_cfg.get("name")
+    b = model_cfg.get("backend") or {}
+    hf_id = b.get("model") or model_cfg.get("hf_id")
+    pp = int(b.get("pipeline_parallel_size") or 1)
+    parallel = f"--tensor-parallel-size {b.get('tensor_parallel_size', 1)}"
+    parallel += f" --pipeline-parallel-size {pp}" if pp > 1 else ""
+    serve = req.get("serve") or (
+        f"vllm serve {hf_id} {parallel} --generation-config vllm on the GPU host, then instead of model={name} use: "
+        f"model=openai-server model.name={name}-server model.backend.model={hf_id} "
+        "model.backend.base_url=http://<gpu-host>:8000/v1")
+    needs = "; ".join([", ".join(map(str, req.get("packages") or [])), str(req.get("hardware") or "")]).strip("; ")
+    return (f"model '{name}' needs the Python package(s) {', '.join(missing)}, not installed for {sys.executable}.\n"
+            f"  needs:    {needs}\n"
+            f"  install:  {req.get('install') or 'pip install ' + ' '.join(missing)}\n"
+            f"  or serve: {serve}")
+
 
 def data_source(task: Task) -> str:
     """'task <name> (data_dir=<folder>)': how errors about a task's examples name where they came from."""

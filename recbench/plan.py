@@ -180,6 +180,7 @@ def print_plan(p: Plan) -> None:
     """The plan as a table on the terminal."""
     from rich.console import Console
     from rich.table import Table
+    from rich.markup import escape
 
     t = Table(title=f"plan | {p.task} | model={p.model} | method={p.method}", show_header=False)
     t.add_column("what")
@@ -207,8 +208,9 @@ def print_plan(p: Plan) -> None:
         t.add_row(k, v)
     con = Console(width=max(100, Console().width))
     con.print(t)
-    for n in p.notes:
-        con.print(f"note: {n}")
+    for n in p.notes:  # a note that is a warning says so itself ("warning: ..."), never "note: warning: ..."
+        con.print(escape(n if n.startswith("warning:") else f"note: {n}"),
+                  style="yellow" if n.startswith("warning:") else None)
 
 
 MODES = {"run": None, "plan": None}

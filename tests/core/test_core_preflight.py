@@ -1,0 +1,74 @@
+"""A model that cannot start here is refused before any data is loaded, any progress bar drawn or any run dir
+written: a missing package names what the preset needs, how to install it and how to serve the model instead; a
+missing API key names the variable."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recbench.construct import LazyBackend, build_backend
+from recbench.registry import ConfigError
+from tests.helpers import compose_cfg
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    e.update(RECBENCH_RUNS_DIR=str(tmp_path / "runs"), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "recbench", *args, f"cache.path={tmp_path / 'c.sqlite'}"],
+                          cwd=REPO, capture_output=True, text=True, env=e, timeout=120)
+
+
+def _no_bar_no_run_dir(p: subprocess.CompletedProcess, tmp_path: Path) -> list[str]:
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and "ex/s" not in p.stderr and "0/2" not in p.stderr, p.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.jsonl"))
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert sum(ln.startswith("recbench") for ln in lines) == 1, p.stderr
+    return lines
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed: the preset can start")
+def test_vllm_preset_without_vllm_says_needs_install_and_serve(tmp_path):
+    p = _cli(tmp_path, "task=perrec", "model=llama70b", "method=listwise", "limit=2")
+    lines = _no_bar_no_run_dir(p, tmp_path)
+    assert lines[0].startswith("recbench: config error: model 'llama70b' needs the Python package(s) vllm")
+    needs, install, serve = lines[1:4]
+    assert needs.split()[0] == "needs:" and "vllm" in needs and "4 x 80 GB GPUs" in needs
+    assert install.split()[0] == "install:" and "pip install vllm" in install
+    assert serve.split()[:2] == ["or", "serve:"] and "vllm serve meta-llama/Llama-3.1-70B-Instruct" in serve
+    assert "--tensor-parallel-size 4" in serve and "model=openai-server" in serve
+
+
+def test_missing_api_key_comes_before_any_bar_and_any_file(tmp_path):
+    p = _cli(tmp_path, "task=perrec", "model=gpt4o", "method=listwise", "limit=2")
+    (line,) = _no_bar_no_run_dir(p, tmp_path)
+    assert "OPENAI_API_KEY" in line and "model.backend.api_key_env" in line
+
+
+def test_preflight_unit_checks_packages_and_keys(monkeypatch):
+    cfg = compose_cfg(["model=llama70b", "model.requires.packages=[no_such_package_xyz]"]).model
+    with pytest.raises(ConfigError) as e:
+        LazyBackend(cfg).preflight()
+    msg = str(e.value).splitlines()
+    assert "no_such_package_xyz" in msg[0] and [ln.split(":")[0].strip() for ln in msg[1:]] == ["needs", "install",
+                                                                                                 "or serve"]
+    LazyBackend(compose_cfg(["model=smollm2"]).model).preflight()  # no requirements: nothing to refuse
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    LazyBackend(compose_cfg(["model=gpt4o"]).model).preflight()
+
+
+def test_the_suggested_server_command_builds_a_backend_for_the_same_model():
+    cfg = compose_cfg(["model=openai-server", "model.name=llama70b-server",
+                       "model.backend.model=meta-llama/Llama-3.1-70B-Instruct",
+                       "model.backend.base_url=http://gpu-host:8000/v1"]).model
+    b = build_backend(cfg)
+    ident = b.identity()
+    assert ident["name"] == "meta-llama/Llama-3.1-70B-Instruct" and "gpu-host" in str(ident)
+    b.close()
