@@ -46,12 +46,13 @@ def _decode_error(path: Path, data: bytes, e: UnicodeDecodeError) -> DataError:
     return DataError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at column {col}). Fix: {UTF8_FIX}")
 
 
-def read_text(path: str | Path, *, allow_empty: bool = False) -> str:
-    """The whole file as UTF-8 text (gunzipped for .gz); DataError naming the line of a byte that is not UTF-8."""
+def read_text(path: str | Path) -> str:
+    """The whole file as UTF-8 text (gunzipped for .gz; a leading byte-order mark dropped); DataError naming the line
+    of a byte that is not UTF-8."""
     p = Path(path)
-    if allow_empty and p.is_file() and p.stat().st_size == 0:
-        return ""
     data = read_bytes(p)
+    if data.startswith(b"\xef\xbb\xbf"):  # as spreadsheet programs save "UTF-8" CSV
+        data = data[3:]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

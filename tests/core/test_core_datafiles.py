@@ -88,6 +88,12 @@ def test_numeric_columns_name_the_file_line_of_the_first_bad_row(tmp_path):
     assert out["rating"].tolist() == [5.0]
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"\xef\xbb\xbfuser_id,rating\nu1,5\n")
+    assert list(read_csv(p).columns) == ["user_id", "rating"]
+
+
 def test_read_csv_refuses_an_empty_or_ragged_table(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text("\n\n")
