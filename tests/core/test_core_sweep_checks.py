@@ -14,6 +14,7 @@ import pytest
 from recbench.construct import bundled_data, register_resolvers
 from recbench.report.results import load_results
 from recbench.sweep_checks import check_sweep, combinations, problems
+from recbench.tasks.llmrec.task import RatingTask
 from tests.helpers import compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,15 +67,26 @@ def test_problems_name_required_keys_and_ranges():
     assert problems(cfg) == ["required key(s) not set: task.needed=??? (give them on the command line)"]
 
 
+class ScoreBoom(RatingTask):
+    """llmrec_rating whose scoring raises: an unexpected exception inside one sweep job (imported by the job: the
+    sweep runs from the repo root)."""
+
+    def score(self, example, outcome):
+        """Raise a ValueError (a bug, not a user error)."""
+        raise ValueError("boom while scoring")
+
+
 @pytest.fixture(scope="module")
 def failing_sweep(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
-    """4 jobs: data present or an empty folder (a DataError at load) x fallback 3.0 or 'abc' (a ValueError while
-    scoring: an unexpected exception); only (data, 3.0) can finish."""
+    """4 jobs: data present or an empty folder (a DataError at load) x the rating task or one whose scoring raises a
+    ValueError (an unexpected exception); only (data, rating task) can finish. (A setting out of range, such as
+    task.fallback_rating=abc, is refused as a user error before the job loads anything: not an unexpected one.)"""
     tmp = tmp_path_factory.mktemp("sweep")
     (tmp / "empty").mkdir()
     sweep = tmp / "sweep"
     r = _cli(tmp, "-m", "task=llmrec_rating", "method=user_mean", "limit=5", "run.progress=false",
-             f"task.data_dir={bundled_data('llmrec_sample/reviews')},{tmp / 'empty'}", "task.fallback_rating=3.0,abc",
+             f"task.data_dir={bundled_data('llmrec_sample/reviews')},{tmp / 'empty'}",
+             "task._target_=recbench.tasks.llmrec.task.RatingTask,tests.core.test_core_sweep_checks.ScoreBoom",
              f"hydra.sweep.dir={sweep}")
     return r, sweep
 
