@@ -11,12 +11,17 @@ class BackendUnavailable(RuntimeError):
     """The server is down (N connection failures in a row and no answer for a while): stop the run, do not retry."""
 
 
-def empty_answer(text: Any, finish_reason: Optional[str]) -> Optional[str]:
+def empty_answer(text: Any, finish_reason: Optional[str], *, in_process: bool = False) -> Optional[str]:
     """Why an answer is not a model's answer (None when it is): null, not text, or blank text, unless the model
     stopped at its token limit (finish_reason=length, e.g. a reasoning model that spent max_tokens thinking).
 
     Every backend turns such an answer into an error Response: retried where the backend retries, never cached,
-    and the example is abandoned (retried on the next run) instead of scored as the model's answer."""
+    and the example is abandoned (retried on the next run) instead of scored as the model's answer. An in-process
+    engine (hf, vllm offline: `in_process=True`) decoded the text itself, so a blank string is what the model said
+    (the same again on every retry): it is kept and scored as unparsed; only a missing or non-text answer is an
+    error there."""
+    if in_process and isinstance(text, str):
+        return None
     if text is None:
         return f"null answer text (finish_reason={finish_reason})" if finish_reason != "length" else None
     if not isinstance(text, str):

@@ -407,7 +407,7 @@ class HFBackend(Backend):
                 if s in text:
                     text, stopped = text[: text.index(s)], True
             finish = "stop" if hit_eos or stopped or n_gen < sp.max_tokens else "length"
-            problem = empty_answer(text, finish)
+            problem = empty_answer(text, finish, in_process=True)
             if problem:  # an error, never cached: the example is abandoned and retried on the next run
                 results.append(Response(error=f"hf: {problem} after {n_gen} token(s)", latency_s=dt / len(prompts)))
                 continue

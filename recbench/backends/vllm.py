@@ -222,7 +222,7 @@ class VLLMBackend(Backend):
         res = []
         for o in outs:
             c = o.outputs[0] if o.outputs else None
-            problem = "no completion in the engine's output" if c is None else empty_answer(c.text, c.finish_reason)
+            problem = "no completion in the engine's output" if c is None else empty_answer(c.text, c.finish_reason, in_process=True)
             if problem:  # an error, never cached: the example is abandoned and retried on the next run
                 res.append(Response(error=f"vllm: {problem}", latency_s=dt / len(requests)))
                 continue
