@@ -121,7 +121,7 @@ class LazyBackend:
 
             t0 = time.monotonic()
             self._backend = build_backend(self.cfg)
-            announce_start(self.cfg, time.monotonic() - t0)  # the line that says which model started, in how long
+            announce_start(self.cfg, time.monotonic() - t0, getattr(self._backend, "load_info", None))  # the line that says which model started, in how long
             if self._identity is not None and self._backend.identity() != self._identity:
                 raise RuntimeError(f"{type(self._backend).__name__}.static_identity differs from identity(): "
                                    f"{self._identity} vs {self._backend.identity()}")
@@ -148,6 +148,15 @@ class LazyBackend:
             raise ConfigError(f"model '{self.cfg.get('name')}': environment variable {env} (model.backend.api_key_env) "
                               f"is not set; export the API key for {node.get('base_url')} there, or pick a local "
                               "model (e.g. model=smollm2)")
+        if node.get("_target_"):  # what the backend would refuse at its construction (a URL, credentials twice)
+            from hydra.utils import get_class
+
+            check = getattr(get_class(str(node._target_)), "check_config", None)
+            if check is not None:
+                try:
+                    check(**{k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"})
+                except ValueError as e:
+                    raise ConfigError(f"model '{self.cfg.get('name')}' (model.backend, {node._target_}): {e}") from None
 
 
 def requirements_message(model_cfg: DictConfig, missing: list[str]) -> str:

@@ -106,10 +106,19 @@ def model_label(model_cfg: Any) -> str:
     target = str(node.get("_target_") or "")
     kind = target.rsplit(".", 1)[-1].replace("Backend", "").lower() or "backend"
     what = node.get("gguf_file") or node.get("model") or node.get("path") or node.get("base_url")
+    if what:
+        from recbench.redact import redact_url
+
+        what = redact_url(str(what))  # a base URL's user info and query never reach the screen
     return f"{model_cfg.get('name')} ({kind}{': ' + str(what) if what else ''})"
 
 
-def announce_start(model_cfg: Any, seconds: float) -> None:
-    """The one line that says which model was started and how long it took (stderr, above any bar)."""
-    sys.stderr.write(f"recbench: model {model_label(model_cfg)} ready in {seconds:.1f} s\n")
+def announce_start(model_cfg: Any, seconds: float, load_info: Optional[dict[str, Any]] = None) -> None:
+    """The one line that says which model was started, from where and how long it took (stderr, above any bar);
+    `load_info` is the backend's account of its load (hf: 'cached weights', the transformers import time)."""
+    info = load_info or {}
+    how = f"{info['how']}, " if info.get("how") else ""
+    imp = float(info.get("import_s") or 0.0)
+    of_which = f" ({how}{imp:.1f} s of it importing transformers)" if imp >= 0.1 else f" ({how[:-2]})" if how else ""
+    sys.stderr.write(f"recbench: model {model_label(model_cfg)} ready in {seconds:.1f} s{of_which}\n")
     sys.stderr.flush()

@@ -241,10 +241,8 @@ class HFBackend(Backend):
             raise RuntimeError(f"model '{self.model_dir}' has no chat template; recbench sends chat requests only")
         total = time.time() - t0
         self.load_info = {"how": how, "seconds": round(total, 2), "import_s": round(import_s, 2), "folder": folder}
-        _status(f"recbench: loaded {self.name}{f' ({how})' if how else ''} in {total:.1f} s"
-                + (f", of which {import_s:.1f} s importing transformers" if import_s >= 0.1 else ""))
         log.debug("loaded %s (%s) from %s in %.1fs on %s", self.model_dir, self.gguf_file or "",
-                  folder or self.model_dir, total, self.device)  # the status line above says it on screen
+                  folder or self.model_dir, total, self.device)  # the run's "ready in" line says it on screen
         _LOADED[key] = (tok, model)
         return tok, model
 

@@ -136,6 +136,19 @@ def test_one_line_says_which_model_started_before_the_bar(tmp_path, capsys):
     assert "ready in" not in (err := capsys.readouterr().err) and "requests" not in err
 
 
+def test_the_started_line_says_how_the_backend_loaded_and_masks_url_secrets(capsys):
+    from recbench.progress import announce_start
+
+    announce_start(compose_cfg(["model=smollm2"]).model, 3.71, {"how": "cached weights", "import_s": 2.93})
+    assert capsys.readouterr().err == ("recbench: model smollm2 (hf: SmolLM2-135M-Instruct.Q4_1.gguf) ready in 3.7 s "
+                                       "(cached weights, 2.9 s of it importing transformers)\n")
+    node = {"name": "srv", "backend": {"_target_": "recbench.backends.openai.OpenAIBackend",
+                                       "base_url": "http://u:secret@h:8000/v1?key=k"}}
+    announce_start(node, 0.0)
+    err = capsys.readouterr().err
+    assert "secret" not in err and "key=k" not in err and err.startswith("recbench: model srv (openai: http://")
+
+
 def test_model_label_names_the_file():
     cfg = compose_cfg(["model=smollm2"])
     assert model_label(cfg.model) == f"smollm2 (hf: {cfg.model.backend.gguf_file})"
