@@ -173,6 +173,19 @@ def _check(ok: bool, key: str, value: Any, rule: str) -> None:
         raise ConfigError(f"{key}={value}: must be {rule}")
 
 
+def _finite(v: Any, whole: bool = False) -> bool:
+    """True when v is a finite number (a whole one when asked); a text like 'abc' or inf is not."""
+    import math
+
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        return False
+    try:
+        x = float(v)
+    except ValueError:
+        return False
+    return math.isfinite(x) and (not whole or x == int(x) and not (isinstance(v, str) and "." in v))
+
+
 def validate(cfg: DictConfig) -> None:
     """Range checks types cannot express, each naming the key: names, sampling, sizes, limit."""
     from recbench.rundir import bad_name
@@ -182,8 +195,9 @@ def validate(cfg: DictConfig) -> None:
         _check(name is None or not bad_name(name), f"{group}.name", name,
                "a plain name (one folder of the run dir: no '/' or '\\', not '.' or '..')")
     s = cfg.sampling
-    _check(float(s.temperature) >= 0, "sampling.temperature", s.temperature, ">= 0 (0 = greedy)")
-    _check(0 < float(s.top_p) <= 1, "sampling.top_p", s.top_p, "in (0, 1]")
+    _check(_finite(s.temperature) and float(s.temperature) >= 0, "sampling.temperature", s.temperature,
+           "a finite number >= 0 (0 = greedy)")
+    _check(_finite(s.top_p) and 0 < float(s.top_p) <= 1, "sampling.top_p", s.top_p, "in (0, 1]")
     r = cfg.run
     _check(r.chunk_size is None or int(r.chunk_size) >= 1, "run.chunk_size", r.chunk_size, ">= 1, or null for all")
     _check(int(r.bootstrap_resamples) >= 1, "run.bootstrap_resamples", r.bootstrap_resamples, ">= 1")
@@ -195,12 +209,15 @@ def validate(cfg: DictConfig) -> None:
     if rep.get("max_parse_failure_rate") is not None:
         _check(0 < float(rep.max_parse_failure_rate) <= 1, "report.max_parse_failure_rate",
                rep.max_parse_failure_rate, "in (0, 1] (a run counts as best only below this parse-failure share)")
+    _check(_finite(cfg.plan.effect) and float(cfg.plan.effect) > 0, "plan.effect", cfg.plan.effect,
+           "a finite number > 0 (the paired difference a claim should detect)")
     _check(float(cfg.plan.sd) > 0, "plan.sd", cfg.plan.sd, "> 0")
     _check(0 < float(cfg.plan.power) < 1, "plan.power", cfg.plan.power, "in (0, 1)")
     _check(0 < float(cfg.plan.alpha) < 1, "plan.alpha", cfg.plan.alpha, "in (0, 1)")
     m = cfg.get("method") or {}
     if m.get("max_tokens") is not None:
-        _check(int(m.max_tokens) >= 1, "method.max_tokens", m.max_tokens, ">= 1")
+        _check(_finite(m.max_tokens, whole=True) and int(float(m.max_tokens)) >= 1, "method.max_tokens", m.max_tokens,
+               "a whole number >= 1")
     b = (cfg.get("model") or {}).get("backend") or {}
     for key in ("batch_size", "concurrency", "max_consecutive_failures"):
         if b.get(key) is not None:

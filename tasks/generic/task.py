@@ -216,6 +216,7 @@ class ZeroShot(Method):
     """One prompt per example (the task's template); the answer goes through the task's parser."""
 
     name = "zero_shot"
+    settings_rules = {"max_tokens": whole(1, null=True), "constrained": flag(), "seed": whole(null=True)}
 
     def run(self, example: Example) -> MethodGen:
         """Yield one request; parse the answer into an Outcome."""
@@ -234,6 +235,7 @@ class RandomChoice(Method):
 
     name = "random"
     needs_backend = False
+    settings_rules = {"seed": whole(null=True)}
 
     def run(self, example: Example) -> MethodGen:
         """Pick one of task.parser.choices at random."""

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Optional
 
 from recbench.registry import ConfigError
 from recbench.task import Method
+from recbench.tasks.recbench_plus import settings
 from recbench.tasks.recbench_plus.metrics import SEP
 from recbench.types import Example, MethodGen, Outcome
 
@@ -61,6 +62,7 @@ class _Reference(Method):
     needs_backend = False
     single_round = True
     conf_defaults = True  # a hand-built {"name": ...} gets conf/method/<name>.yaml's keys
+    settings_rules = settings.REFERENCE  # valid values of the method keys, checked before anything is loaded
 
     def prepare(self, examples: list[Example]) -> None:
         """Check that the task data has a catalogue (a KG); index its titles."""

@@ -40,3 +40,6 @@ ASSISTANT = {
     "system_template": text(),
     "template": text(),
 }
+
+#: the reference rows without a model (popular_match, bm25_items): how many titles they answer with
+REFERENCE = {"n": whole(1)}
