@@ -20,7 +20,7 @@ from recbench.diskspace import DiskFull
 from recbench.redact import redact_text
 from recbench.registry import ConfigError, DataError, suggest
 from recbench.runstore import RunDirInUse, RunStore, inputs_fingerprint, mark_finished, restore_prompts, reuse_finished
-from recbench.rundir import discard_unused
+from recbench.rundir import discard_unused, remove_if_empty, runs_root, unusable_root
 from recbench.schema import RunResult, SchemaError
 from recbench.summary import (PSEUDO_METRICS, REPAIRED_LEGEND, fallback_note, print_summary,  # noqa: F401
                               selection_line)
@@ -309,6 +309,18 @@ def _declared_field(node: DictConfig, name: str) -> bool:
     return dataclasses.is_dataclass(t) and name in {f.name for f in dataclasses.fields(t)}
 
 
+def config_file_error(e: BaseException) -> str:
+    """One line for a config file that is not YAML (naming the file and line) or not UTF-8."""
+    mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)  # an unclosed [ or " at its start
+    if mark is not None:
+        return (f"{mark.name}:{mark.line + 1}: not valid YAML ({getattr(e, 'problem', None) or type(e).__name__}). "
+                "Fix the file")
+    if isinstance(e, UnicodeDecodeError):
+        return (f"a config file holds a byte that is not UTF-8 (0x{e.object[e.start]:02x} at byte {e.start}): re-save "
+                "it as UTF-8 (your own config folders: hydra.searchpath)")
+    return f"a config file cannot be read ({type(e).__name__}: {str(e).strip().splitlines()[0]}). Fix the file"
+
+
 def add_default_method(argv: list[str]) -> list[str]:
     """Append `method=<task's default_method>` when one task is chosen and no method is given."""
     tasks = [a.split("=", 1)[1] for a in argv if a.startswith("task=")]
@@ -392,6 +404,7 @@ def _main() -> None:
 
     register_resolvers()
     sys.argv[1:] = add_default_method(sys.argv[1:])
+    import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -404,6 +417,9 @@ def _main() -> None:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         key = getattr(e, "full_key", None)
         print(f"recbench: config error: {key + ': ' if key else ''}{first}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+    except (yaml.YAMLError, UnicodeDecodeError) as e:  # a config file of the user's own (hydra.searchpath)
+        print(f"recbench: config error: {config_file_error(e)}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_RUN)
     from recbench.sweep_checks import check_sweep, is_multirun, sweep_message
 
@@ -438,6 +454,8 @@ def _main() -> None:
             codes.append(EXIT_CANNOT_RUN)
             if in_sweep:  # the sweep goes on; the report lists the job and the exit code says it failed
                 write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
+            else:  # a refused run leaves no run dir holding only Hydra's files (e.g. mode=<unknown>)
+                discard_unused(run_dir)
             return None
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line saying what was kept
             code, line = interrupted(e)
@@ -462,7 +480,15 @@ def _main() -> None:
                   "the same command retries them", file=sys.stderr)
         return metrics["metrics"].get(metrics["headline_metric"], {}).get("mean")
 
+    root = runs_root()
+    blocked = unusable_root(root)  # Hydra makes the run dir before recbench runs: say it here, in one line
+    if blocked:
+        print(f"recbench: error: {blocked}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+    fresh = not root.exists()
     _app()
+    if fresh:  # a runs dir this invocation made and left empty (every job refused) is not left behind
+        remove_if_empty(root)
     from recbench.report.callback import last_sweep_dir
 
     sweep_codes = failed_job_codes(last_sweep_dir()) if is_multirun(sys.argv[1:]) else []

@@ -78,3 +78,34 @@ def discard_unused(run_dir: str | Path, runs_root: str | Path | None = None) -> 
             break
         parent = parent.parent
     return True
+
+
+def runs_root() -> Path:
+    """The folder every run dir and sweep dir goes under ($RECBENCH_RUNS_DIR, else ./runs)."""
+    import os
+
+    return Path(os.environ.get("RECBENCH_RUNS_DIR", "runs"))
+
+
+def unusable_root(root: Path) -> str | None:
+    """Why no run dir can be made under root (a file stands where a folder must be, or the nearest existing folder
+    is not writable), in one sentence with the fix; None when it can."""
+    import os
+
+    p = root.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    fix = "Fix: set RECBENCH_RUNS_DIR to a writable folder, or move that file aside"
+    if not p.is_dir():
+        return f"cannot create the runs dir {root}: {p} is a file, not a folder. {fix}"
+    if not os.access(p, os.W_OK | os.X_OK):
+        return f"cannot create the runs dir {root}: {p} is not writable. {fix}"
+    return None
+
+
+def remove_if_empty(root: Path) -> None:
+    """Remove root when it is an empty folder (a runs dir this invocation created and left unused)."""
+    try:
+        root.rmdir()
+    except OSError:
+        pass
