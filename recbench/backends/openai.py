@@ -106,8 +106,6 @@ class OpenAIBackend(Backend):
         quirks: Optional[Sequence[str]] = None,
     ):
         self.quirks = check_quirks(quirks)
-        if constraints not in CONSTRAINT_MODES:
-            raise ValueError(f"constraints must be one of {CONSTRAINT_MODES}, got {constraints!r}")
         if int(max_consecutive_failures) < 1:
             raise ValueError(f"max_consecutive_failures must be >= 1, got {max_consecutive_failures!r} "
                              "(model.backend.max_consecutive_failures)")
@@ -124,12 +122,9 @@ class OpenAIBackend(Backend):
                                    f"is not set; export the API key for {self.base_url} there")
         else:
             key = "EMPTY"  # local servers (vLLM, llama.cpp) accept any key; never read from config files
-        u = _split_url(self.base_url)
+        u = self.check_config(base_url=self.base_url, api_key_env=api_key_env, constraints=constraints)
         auth = f"Bearer {key}"
         if u.username is not None:  # http://user:password@host/v1: HTTP basic auth, as curl and browsers do
-            if api_key_env:
-                raise ValueError(f"{redact_url(self.base_url)} carries user info and model.backend.api_key_env is "
-                                 "set too: give the credentials one way (the key in the environment variable)")
             auth = "Basic " + base64.b64encode(f"{unquote(u.username)}:{unquote(u.password or '')}".encode()).decode()
         # kept on the instance only: never logged, recorded, cached or put in identity(); scrubbed from error texts
         self._secrets = [s for s in [key, unquote(u.password or ""), *(v for _, v in parse_qsl(u.query))]
@@ -160,8 +155,24 @@ class OpenAIBackend(Backend):
         self._alive = False  # a connection or an HTTP answer was seen since the last connection failure
         self._probing = False  # one attempt is testing a server that is not known to be up
         self._consecutive = 0  # connection failures since the last HTTP answer
+        self._refused = 0  # 401/403 answers since the last other HTTP answer (max_consecutive_failures: stop)
         self._last_answer = time.monotonic()  # of the last HTTP answer (any status), or of the stream's start
         self._dead: Optional[BackendUnavailable] = None
+
+    @staticmethod
+    def check_config(base_url: Optional[str] = None, api_key_env: Optional[str] = None, constraints: str = "vllm",
+                     **_: Any):
+        """The config errors construction refuses (a base URL that is not http(s) with a host, user info together
+        with api_key_env, an unknown constraints mode), without building anything: ValueError naming the key.
+        Returns the split URL."""
+        if constraints not in CONSTRAINT_MODES:
+            raise ValueError(f"constraints must be one of {CONSTRAINT_MODES}, got {constraints!r}")
+        url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        u = _split_url(url)
+        if u.username is not None and api_key_env:
+            raise ValueError(f"{redact_url(url)} carries user info and model.backend.api_key_env is set too: give the "
+                             "credentials one way (the key in the environment variable)")
+        return u
 
     # ---- identity and records ---------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
@@ -247,7 +258,7 @@ class OpenAIBackend(Backend):
             self._cond = asyncio.Condition()
             self._client = make_transport(self.transport, self.concurrency, self.timeout_s, self._on_connect)
         self._dead = None
-        self._consecutive = 0
+        self._consecutive = self._refused = 0
         self._last_answer = time.monotonic()  # a new stream gives the server a fresh down_after_s
         tasks: dict[asyncio.Future, Request] = {}
         finished: deque[asyncio.Future] = deque()  # in completion order; O(1) per request at any window size
@@ -416,6 +427,20 @@ class OpenAIBackend(Backend):
                 async with self._cond:
                     self._probing = False
                     self._cond.notify_all()
+        if reply.status in REFUSED_STATUSES:  # one refusal may be that request's; a run of them is the config
+            self._refused += 1
+            if self._dead is None and self._refused >= self.max_consecutive_failures:
+                where = (f"check model.backend.model ('{self.model}': the served model's name) and the path of "
+                         "model.backend.base_url" if reply.status == 404 else
+                         f"check the key in ${self.api_key_env} (model.backend.api_key_env)" if self.api_key_env else
+                         "the server wants an API key: export it and name the variable in model.backend.api_key_env")
+                self._dead = BackendUnavailable(
+                    f"openai backend: {self._public_url} refused {self._refused} requests in a row (HTTP "
+                    f"{reply.status}: {self._scrub(_error_text(reply))}); {where}")
+            if self._dead is not None:  # the first reason given stays the one reported
+                raise self._dead
+        else:
+            self._refused = 0
         if reply.status != 200:
             raise _Failure(self._scrub(_error_text(reply)), retryable=retryable_status(reply.status),
                            status=reply.status, retry_after=parse_retry_after(reply.headers))
@@ -458,6 +483,11 @@ class OpenAIBackend(Backend):
                 self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown; nothing left to release
             pass
+
+
+#: answers that refuse the credentials (401/403: a wrong or missing key) or the model or path (404: a name the server
+#: does not serve): a run of max_consecutive_failures of them stops the run like a dead server
+REFUSED_STATUSES = frozenset({401, 403, 404})
 
 
 def _split_url(url: str):

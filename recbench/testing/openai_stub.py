@@ -36,11 +36,11 @@ from typing import Any, Callable, Optional
 #: faults a schedule may return: 429 (with Retry-After), 500, slow (answers after `slow_s`, past a client's
 #: timeout), truncated (200 with half a JSON body), reset (connection closed without an answer), null / empty
 #: (200 whose message.content is null / ""), nochoices (200 with "choices": []), 401echo (a 401 that echoes the
-#: key it received, as some servers do)
+#: key it received, as some servers do), 404model (vLLM's answer to a model name it does not serve)
 FAULTS = ("429", "500", "slow", "truncated")
 #: every fault a flaky server shows, each retryable: what "30% faults of every kind" means in the tests
 FLAKY_FAULTS = (*FAULTS, "reset", "null", "empty", "nochoices")
-ALL_FAULTS = (*FLAKY_FAULTS, "401echo")
+ALL_FAULTS = (*FLAKY_FAULTS, "401echo", "404model")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 Schedule = Callable[[str, int], Optional[str]]
@@ -179,6 +179,10 @@ class StubServer:
             h._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
                                                "code": 401}}).encode())
             return
+        if fault == "404model":
+            h._send(404, json.dumps({"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
+                                     "type": "NotFoundError", "code": 404}).encode())
+            return
         if fault == "429":
             h._send(429, b'{"error":{"message":"rate limited","code":429}}',
                     headers={"Retry-After": f"{self.retry_after_s:g}"})
@@ -253,6 +257,12 @@ class _Server(ThreadingHTTPServer):
         sock, addr = super().get_request()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock, addr
+
+    def handle_error(self, request, client_address):
+        """A client that closed its connection (a run that stopped) is no server error: nothing printed."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 def _handler(stub: StubServer) -> type:
