@@ -401,6 +401,7 @@ def _run_state(run_dir: Path, inputs: str) -> dict[str, Any]:
     metrics = run_dir / "metrics.json"
     return {"inputs": inputs, "samples": _file_state(run_dir / "samples.jsonl"),
             "errors": _file_state(run_dir / "errors.jsonl"), "prompts": _file_state(run_dir / "prompts.jsonl"),
+            "config": _file_state(run_dir / "config.yaml"),  # a deleted config.yaml is written again
             "metrics_sha256": hashlib.sha256(metrics.read_bytes()).hexdigest() if metrics.exists() else None}
 
 
