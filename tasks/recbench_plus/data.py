@@ -12,7 +12,7 @@ import pandas as pd
 from recbench.kg.graph import KnowledgeGraph
 from recbench.kg.loaders import add_item_table, add_triples
 from recbench.kg.queries import QUERY_TYPES, RELEASED_NAMES, query_text
-from recbench.datafiles import check_unique, jsonl_records, read_csv, read_json
+from recbench.datafiles import check_unique, jsonl_records, read_csv, read_json, require_columns
 from recbench.registry import ConfigError, DataError
 from recbench.types import Example
 
@@ -155,10 +155,22 @@ def read_bundle_kg(folder: str | Path, domain: str = "movie") -> KnowledgeGraph:
     """The KG of a bundle folder (items.csv + kg.tsv)."""
     folder = Path(folder)
     kg = KnowledgeGraph(domain)
-    items = read_csv(folder / "items.csv", dtype=str, keep_default_na=False)
+    path = folder / "items.csv"
+    items = read_csv(path, dtype=str, keep_default_na=False)
+    require_columns(items, ["item_id", "title"], path)
+    if items.empty:
+        raise DataError(f"{path}: a header but no items; the catalogue cannot be empty. Fix: restore the file")
+    check_unique(((i, f"{path}:{n + 2}") for n, i in enumerate(items["item_id"])), "item_id",
+                 "give each item one row (one title per id)")
     add_item_table(kg, items, id_col="item_id", title_col="title", year_col="year")
-    triples = read_csv(folder / "kg.tsv", sep="\t", dtype=str, keep_default_na=False)
-    return add_triples(kg, triples.itertuples(index=False, name=None))
+    path = folder / "kg.tsv"
+    triples = read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    require_columns(triples, ["item_id", "relation", "target"], path)
+    empty = (triples[["item_id", "relation", "target"]].apply(lambda c: c.str.strip()) == "").any(axis=1).to_numpy()
+    if empty.any():
+        raise DataError(f"{path}:{int(empty.argmax()) + 2}: a fact needs an item_id, a relation and a target (tab-"
+                        "separated); this line lacks one. Fix the line or remove it")
+    return add_triples(kg, triples[["item_id", "relation", "target"]].itertuples(index=False, name=None))
 
 
 def histories_from_ratings(ratings: pd.DataFrame, min_rating: Optional[float] = None) -> dict[str, list[str]]:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 import pandas as pd
 from omegaconf import DictConfig
 
-from recbench.datafiles import read_csv
+from recbench.datafiles import numeric_columns, read_csv, require_columns
 from recbench.metric_registry import MetricSpec, register
 from recbench.kg.graph import KnowledgeGraph, display_title, split_year
 from recbench.registry import ConfigError
@@ -83,6 +83,8 @@ class RecBenchPlusTask(Task):
             folder = Path(d.path)
             self._set_kg(D.read_bundle_kg(folder, domain))
             ratings = read_csv(folder / "ratings.csv", dtype={"user_id": str, "item_id": str})
+            require_columns(ratings, ["user_id", "item_id", "rating", "timestamp"], folder / "ratings.csv")
+            numeric_columns(ratings, ["rating", "timestamp"], folder / "ratings.csv", convert=False)
             self.histories = D.histories_from_ratings(ratings)
             examples = D.bundle_examples(folder, types, domain)
         elif kind == "build":
