@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -70,10 +71,14 @@ class Ctx:
 def invoke(args: list[str], capfd: Any) -> Result:
     """`python -m recbench <args>` in this process; the exit code as the shell would see it (an exception that
     escapes is exit 1 with its traceback on stderr, as the interpreter prints it)."""
+    from recbench import derived_cache
     from recbench.__main__ import main
 
+    saved_derived = dict(derived_cache._DIR)  # a run configures the derived-data folder: give the old one back
     capfd.readouterr()
     saved_argv, saved_term = sys.argv[:], signal.getsignal(signal.SIGTERM)
+    root = logging.getLogger()
+    saved_log = (root.handlers[:], root.level)  # Hydra configures logging per job: the next test gets it back
     sys.argv = ["recbench", *args]
     t0 = time.monotonic()
     try:
@@ -89,6 +94,13 @@ def invoke(args: list[str], capfd: Any) -> Result:
     finally:
         sys.argv = saved_argv
         signal.signal(signal.SIGTERM, saved_term)
+        for h in root.handlers:
+            if h not in saved_log[0]:
+                h.close()
+        root.handlers[:], _ = saved_log
+        root.setLevel(saved_log[1])
+        derived_cache._DIR.clear()
+        derived_cache._DIR.update(saved_derived)
         from hydra.core.global_hydra import GlobalHydra
 
         GlobalHydra.instance().clear()
