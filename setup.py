@@ -1,8 +1,7 @@
-"""Maps the top-level folders tasks/, kg/, conf/ and data/ into the recbench namespace (see pyproject.toml)."""
+"""Installs the top-level folders conf/ (Hydra configs) and data/ (bundled samples) as recbench.conf / recbench.data."""
 from setuptools import find_namespace_packages, setup
 
-ROOTS = {"recbench": "recbench", "recbench.tasks": "tasks", "recbench.kg": "kg",
-         "recbench.conf": "conf", "recbench.data": "data"}
+ROOTS = {"recbench": "recbench", "recbench.conf": "conf", "recbench.data": "data"}
 
 packages = []
 for prefix, folder in ROOTS.items():

@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from recbench.testing.recording import Recording  # noqa: E402
 from recbench.testing.serve import start_vllm_server  # noqa: E402
-from recbench.types import Request  # noqa: E402
+from recbench.api.types import Request  # noqa: E402
 
 
 def compose(*overrides: str):
@@ -30,7 +30,7 @@ def compose(*overrides: str):
     from hydra import compose as hcompose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from recbench.app import CONFIG_MODULE, register_resolvers
+    from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
     register_resolvers()
     GlobalHydra.instance().clear()
@@ -40,7 +40,8 @@ def compose(*overrides: str):
 
 def bench_vllm(limit: int, method: str) -> tuple[dict[str, Any], Any, list[Request]]:
     """Eval-loop vs raw LLM.chat throughput on the same requests."""
-    from recbench.app import build_backend, run_from_config
+    from recbench.run.construct import build_backend
+    from recbench.run.evaluate import run_from_config
 
     cfg = compose("task=perrec", f"method={method}", "model=smollm2-vllm", f"limit={limit}")
     t0 = time.time()

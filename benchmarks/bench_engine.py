@@ -130,7 +130,7 @@ def sec_reference(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     from recbench.testing.openai_stub import start_stub_process
 
     limit = a.ref_limit
-    from recbench import derived_cache
+    from recbench.store import derived_cache
 
     shared = tmp / "ref_shared_cache"  # derived data only: each recbench run below gets an empty response cache
     derived_cache.configure(shared / "derived")  # where the in-process warm-up below writes
@@ -184,7 +184,7 @@ def sec_capacity(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     """openai backend at concurrency 32 against the stub's capacity."""
     from recbench.backends.openai import OpenAIBackend
     from recbench.testing.openai_stub import start_stub_process
-    from recbench.types import Request, SamplingParams
+    from recbench.api.types import Request, SamplingParams
 
     n, c, lat = 120, 32, 0.2
     reqs = [Request.chat([{"role": "user", "content": f"User A:\n- Average rating: {i % 5}.0\nUser B:\n"
@@ -245,11 +245,11 @@ def sec_stragglers(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
 
 def sec_replay(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     """600 groups x 3 methods: fill a cache with a scripted backend, then replay every answer from it."""
-    from tasks.perrec import synth
+    from recbench.tasks.perrec import synth
     from tests.doubles import ScriptedBackend
     from tests.helpers import compose_cfg, listwise_answer
 
-    from recbench.app import run_from_config
+    from recbench.run.evaluate import run_from_config
 
     data = tmp / "perrec600"
     # the issue's size (200 groups per difficulty) in both modes: it runs from the cache
@@ -363,7 +363,9 @@ def sec_hf(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     """Eval loop (cache off) vs raw batched HFBackend.generate on the very same requests."""
     from tests.helpers import compose_cfg
 
-    from recbench.app import build_backend, run_from_config
+    from recbench.run.construct import build_backend
+
+    from recbench.run.evaluate import run_from_config
     from recbench.testing.recording import Recording
 
     over = ["method=listwise", "run.progress=false", "cache.enabled=false", "task.difficulties=[medium]",

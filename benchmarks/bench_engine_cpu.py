@@ -40,7 +40,7 @@ SETTINGS = ("default", "bf16", "threads1", "batch4", "batch8", "batch_all", "eag
 
 def workload(groups: int) -> tuple[Any, list, list]:
     """The listwise method, the first `groups` bundled PerRecBench groups (stratified) and their requests."""
-    from recbench.construct import build_task, register_resolvers, select_examples
+    from recbench.run.construct import build_task, register_resolvers, select_examples
     from hydra import compose, initialize_config_module
 
     register_resolvers()
@@ -59,7 +59,7 @@ def workload(groups: int) -> tuple[Any, list, list]:
 
 def parse_rate(method: Any, examples: list, texts: list[str]) -> float:
     """Share of answers the listwise method parses (ok or repaired), from fresh generators fed these texts."""
-    from recbench.types import Response
+    from recbench.api.types import Response
 
     parsed = 0
     for e, text in zip(examples, texts):

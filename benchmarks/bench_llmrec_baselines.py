@@ -18,7 +18,9 @@ from pathlib import Path
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from recbench.app import CONFIG_MODULE, register_resolvers, run_from_config
+from recbench.run.construct import CONFIG_MODULE, register_resolvers
+
+from recbench.run.evaluate import run_from_config
 
 RANK_TASKS = ["llmrec_sequential_p5", "llmrec_direct_p5"]
 RANK_METHODS = ["random", "popularity", "item_knn", "mf"]

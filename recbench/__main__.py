@@ -6,8 +6,8 @@ import sys
 
 #: `python -m recbench <name> ...` -> module whose main(argv) handles it (imported only when named)
 SUBCOMMANDS = {
-    "list": "recbench.catalogue",
-    "doctor": "recbench.doctor",
+    "list": "recbench.cli.catalogue",
+    "doctor": "recbench.cli.doctor",
 }
 
 
@@ -38,7 +38,7 @@ def main() -> None:
         return
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
         sys.exit(importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:]) or 0)
-    from recbench.app import main as app_main
+    from recbench.cli.app import main as app_main
 
     app_main()
 

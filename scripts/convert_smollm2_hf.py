@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 
-from recbench import derived_cache
+from recbench.store import derived_cache
 from recbench.backends.convert import derived_hf_folder, hf_folder_for_gguf
 from recbench.backends.hf import resolve_model_dir
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from recbench.app import register_resolvers
+from recbench.run.construct import register_resolvers
 
 
 def compose_cfg(overrides: list[str]):
@@ -24,8 +24,8 @@ def listwise_answer(req) -> str:
 
 
 def read_samples(run_dir) -> list[dict]:
-    """A run dir's records as dicts, each call with its messages, read through recbench.schema.read_run."""
-    from recbench.schema import read_run
+    """A run dir's records as dicts, each call with its messages, read through recbench.store.schema.read_run."""
+    from recbench.store.schema import read_run
 
     out = []
     for r in read_run(run_dir, require_result=False).samples(with_prompts=True):
@@ -41,7 +41,7 @@ def run_scripted(tmp_path, overrides: list[str], answer_fn) -> tuple[dict, list[
     (metrics.json's content, samples.jsonl's records, every request the backend was sent)."""
     import json
 
-    from recbench.app import run_from_config
+    from recbench.run.evaluate import run_from_config
     from tests.doubles import ScriptedBackend
 
     cfg = compose_cfg([*overrides, f"cache.path={tmp_path / 'cache.sqlite'}"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Callable, Optional
 
-from recbench.types import Request, Response
+from recbench.api.types import Request, Response
 
 
 class BackendUnavailable(RuntimeError):

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional
 
-from recbench import derived_cache
-from recbench.types import file_sha256
+from recbench.store import derived_cache
+from recbench.api.types import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def cache_root() -> Path:
 
 
 def _gguf_digest(path: Path) -> str:
-    return file_sha256(path)  # recbench.types: the one file hash (memoised per path, size and mtime)
+    return file_sha256(path)  # recbench.api.types: the one file hash (memoised per path, size and mtime)
 
 
 def hf_folder_for_gguf(gguf_dir: str, gguf_file: str, dtype: str = "bfloat16", out_root: Optional[Path] = None) -> Path:
@@ -63,7 +63,7 @@ def _convert(src: Path, dest: Path, dtype: str, digest: str) -> None:
 
 def derived_hf_folder(gguf_dir: str, gguf_file: str, dtype: str = "float32",
                       converting: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> Optional[Path]:
-    """The GGUF's HF folder in the derived-data cache (recbench.derived_cache), converted once per file (sha256),
+    """The GGUF's HF folder in the derived-data cache (recbench.store.derived_cache), converted once per file (sha256),
     dtype, transformers version and source of this module, inside `converting()` (e.g. a status line); None when
     that cache is off (cache.derived_dir=null) or cannot be written."""
     import transformers

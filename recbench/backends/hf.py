@@ -16,7 +16,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 from recbench.backends.base import Backend, empty_answer
 from recbench.backends.quirks import apply_quirks, check_quirks
-from recbench.types import Request, Response, file_sha256
+from recbench.api.types import Request, Response, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def weights_fingerprint(model_dir: str, gguf_file: Optional[str]) -> str:
     """Content identity of the weights: GGUF file hash, or config + weight file names/sizes of a folder."""
     p = Path(model_dir)
     if gguf_file:
-        return "sha256:" + file_sha256(p / gguf_file)  # recbench.types: once per process per file
+        return "sha256:" + file_sha256(p / gguf_file)  # recbench.api.types: once per process per file
     if p.is_dir():
         h = hashlib.sha256()
         for f in sorted(p.iterdir()):
@@ -225,7 +225,7 @@ class HFBackend(Backend):
         cached = self._load_cached_gguf() if self.gguf_file else None
         tok, model, how, folder = cached if cached is not None else (*self._load_direct(), "", None)
         if self.gguf_file and cached is None:
-            from recbench.derived_cache import cache_dir
+            from recbench.store.derived_cache import cache_dir
 
             how = "GGUF de-quantized; " + ("derived-data cache off" if cache_dir() is None
                                            else f"derived-data cache {cache_dir()} not writable")
@@ -268,7 +268,7 @@ class HFBackend(Backend):
         first when absent; a folder that fails to load is discarded and rebuilt once. None when that cache is off."""
         import torch
         from recbench.backends.convert import derived_hf_folder
-        from recbench.derived_cache import discard
+        from recbench.store.derived_cache import discard
 
         converted: list[bool] = []
         convert = functools.partial(derived_hf_folder, self.model_dir, self.gguf_file, self.dtype_name,
@@ -291,7 +291,7 @@ class HFBackend(Backend):
     @contextmanager
     def _converting(self, converted: list[bool]) -> Iterator[None]:
         """Around the one-time GGUF conversion: a status line first (it takes 20-50 s), no per-tensor bars."""
-        from recbench.derived_cache import cache_dir
+        from recbench.store.derived_cache import cache_dir
 
         converted.append(True)
         _status(f"recbench: loading {self.name}: de-quantizing {self.gguf_file} once into {cache_dir()} "

@@ -25,8 +25,8 @@ from recbench.backends.retry import RetryPolicy, parse_retry_after, retryable_st
 from recbench.backends.transport import ConnectFailure, HttpReply, ReadTimeout, Transport, TransportError
 from recbench.backends.transport import available as transport_available
 from recbench.backends.transport import make_transport
-from recbench.redact import redact_url
-from recbench.types import Request, Response
+from recbench.store.redact import redact_url
+from recbench.api.types import Request, Response
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from recbench.backends.base import Backend
-from recbench.types import Request, Response
+from recbench.api.types import Request, Response
 
 log = logging.getLogger(__name__)
 

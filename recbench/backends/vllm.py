@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 from recbench.backends.base import Backend, empty_answer
 from recbench.backends.hf import quiet_gguf, resolve_model_dir, weights_fingerprint
 from recbench.backends.quirks import apply_quirks, check_quirks
-from recbench.types import Request, Response
+from recbench.api.types import Request, Response
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from recbench.report.layouts import Layouts
-from recbench.schema import SchemaError
+from recbench.store.schema import SchemaError
 from recbench.report.writer import write_report
 
 

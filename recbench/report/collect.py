@@ -1,4 +1,4 @@
-"""Collect run dirs (read through recbench.schema) into one tidy pandas table of cells."""
+"""Collect run dirs (read through recbench.store.schema) into one tidy pandas table of cells."""
 from __future__ import annotations
 
 import json
@@ -11,11 +11,11 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
-from recbench.metrics import summarize
+from recbench.stats.bootstrap import summarize
 from recbench.report.layouts import Layouts
-from recbench.schema import Run as SchemaRun
-from recbench.schema import RunResult, SampleRecord, SchemaError, find_run_dirs, read_run
-from recbench.task import Task
+from recbench.store.schema import Run as SchemaRun
+from recbench.store.schema import RunResult, SampleRecord, SchemaError, find_run_dirs, read_run
+from recbench.api.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _ignored(key: str, layouts: Layouts) -> bool:
 
 
 def load_run(run_dir: Path, layouts: Layouts) -> Run:
-    """Read one run dir (through recbench.schema) into a Run."""
+    """Read one run dir (through recbench.store.schema) into a Run."""
     src = read_run(run_dir)
     res = src.result
     assert res is not None

@@ -1,6 +1,6 @@
 """Report settings (conf/report/layouts.yaml: subset and ignored config keys) and metric directions.
 
-Directions come from the metric registry (recbench.metric_registry) or, for metrics a run registered itself
+Directions come from the metric registry (recbench.api.metrics) or, for metrics a run registered itself
 (e.g. a user's YAML benchmark), from the `metric_info` the run wrote into metrics.json. Per-benchmark tables and
 plots belong to the tasks (Task.report_tables / Task.report_plots), not to this module.
 """
@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import yaml
 
-from recbench.metric_registry import metric_spec
+from recbench.api.metrics import metric_spec
 
 
 @dataclass

@@ -12,7 +12,7 @@ OUTSIDE_MARK = "‡"
 def published_cells(columns: Sequence[Any], cells: Sequence[Cell], by: dict[Hashable, dict[str, Any]],
                     metric_of: Callable[[Any], str], fmt: str = ".4g") -> tuple[list[Cell], int]:
     """(the published row's cells, how many measured cells were marked): `by` maps a column to a
-    recbench.published.compare() record; a measured cell whose published value is outside its CI gets OUTSIDE_MARK."""
+    recbench.report.published.compare() record; a measured cell whose published value is outside its CI gets OUTSIDE_MARK."""
     out, flagged = [], 0
     for col, c in zip(columns, cells):
         metric, r = metric_of(col), by.get(col)

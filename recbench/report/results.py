@@ -9,7 +9,7 @@ from typing import Any, Iterable, Optional
 
 #: version of the results.json layout (bump on incompatible changes)
 RESULTS_SCHEMA_VERSION = 1
-#: file a sweep job that failed at run time leaves in its run dir (written by recbench.app)
+#: file a sweep job that failed at run time leaves in its run dir (written by recbench.cli.app)
 JOB_FAILED = "job_failed.json"
 
 

@@ -1,5 +1,5 @@
 """Significance in reports: compact letters per table column, marks against reference rows, and a comparisons
-section (every pair's paired difference, CI and adjusted p, with a forest plot) — all from recbench.compare.
+section (every pair's paired difference, CI and adjusted p, with a forest plot) — all from recbench.stats.verdicts.
 
 One family rule, the same as `python -m recbench.compare`: a family is one task, metric and slice, over every pair of
 the task's runs in the report (seeds pooled, as `--pool-seeds`), Holm-corrected, with compare's own defaults
@@ -28,7 +28,7 @@ ALPHA = 0.05
 class Significance:
     """What a report shows about significance: every family's records, letters by (table, row, column)."""
 
-    comparisons: list[Any] = field(default_factory=list)  # recbench.compare.Comparison of every family used
+    comparisons: list[Any] = field(default_factory=list)  # recbench.stats.verdicts.Comparison of every family used
     letters: list[dict[str, Any]] = field(default_factory=list)  # table, row, column, metric, slice, letters, family
     tables: list[Table] = field(default_factory=list)
     plots: list[Plot] = field(default_factory=list)
@@ -49,7 +49,7 @@ class _Comparer:
     metric, slice) over every pair of the task's systems, computed once."""
 
     def __init__(self, runs: list[Any]):
-        from recbench.compare import load_systems
+        from recbench.stats.verdicts import load_systems
 
         self.systems = load_systems([r.dir for r in runs], pool_seeds_=True)
         self.by_dirs = {frozenset(str(r.dir.resolve()) for r in s.runs): s for s in self.systems}
@@ -64,7 +64,7 @@ class _Comparer:
         return self.by_dirs.get(frozenset(str(Path(s["run_dir"]).resolve()) for s in cell.sources))
 
     def _pair(self, a: Any, b: Any, metric: str, slice_: str) -> list[Any]:
-        from recbench.compare import CompareError, comparable, compare_pair
+        from recbench.stats.verdicts import CompareError, comparable, compare_pair
 
         if not comparable(metric, a, b):
             return []
@@ -76,7 +76,7 @@ class _Comparer:
 
     def family(self, task: str, metric: str, slice_: str) -> list[Any]:
         """The corrected records of every pair of the task's systems on one metric and slice (compare's family)."""
-        from recbench.compare import correct, refine_monte_carlo
+        from recbench.stats.verdicts import correct, refine_monte_carlo
 
         key = (task, metric, slice_)
         if key not in self._families:
@@ -100,7 +100,7 @@ class _Comparer:
 
 
 def _ranks(comps: list[Any]) -> bool:
-    from recbench.metric_registry import RANKING_DIRECTIONS
+    from recbench.api.metrics import RANKING_DIRECTIONS
 
     return bool(comps) and comps[0].direction in RANKING_DIRECTIONS
 
@@ -117,7 +117,7 @@ def letters_note(sizes: set[int]) -> str:
 def annotate_tables(tables: list[Table], comparer: _Comparer, out: Significance) -> None:
     """Letters on every column where at least two rows are runs of one task, from the column's records in its
     (task, metric, slice) family; the caption explains them."""
-    from recbench.compare import CompareError, letters
+    from recbench.stats.verdicts import CompareError, letters
 
     for t in tables:
         sizes: set[int] = set()
@@ -213,7 +213,7 @@ def comparisons_section(runs: list[Any], view: ReportView, comparer: _Comparer, 
                         out: Significance) -> None:
     """Per task: the headline metric's family over all examples (every pair, Holm over the task's pairs); table +
     forest plot."""
-    from recbench.compare import CI_MEANING, ci_disagrees
+    from recbench.stats.verdicts import CI_MEANING, ci_disagrees
 
     by_task: dict[str, list[Any]] = {}
     for s in comparer.systems:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from recbench.report.collect import OVERALL
 from recbench.report.layouts import Layouts
-from recbench.task import Task
+from recbench.api.task import Task
 
 MISSING = "—"
 

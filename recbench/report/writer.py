@@ -174,7 +174,7 @@ def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str
             pd.concat(frames, ignore_index=True).to_csv(written["tables_csv"], index=False)
         sig = rep.significance
         if sig.comparisons:  # every family's records (letters, marks, comparisons section), as compare --json writes
-            from recbench.compare import write_json
+            from recbench.stats.verdicts import write_json
 
             written["comparisons_csv"] = out / "comparisons.csv"
             pd.DataFrame([c.to_dict() for c in sig.comparisons]).to_csv(written["comparisons_csv"], index=False)

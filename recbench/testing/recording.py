@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from recbench.backends.base import Backend
-from recbench.types import Request, Response
+from recbench.api.types import Request, Response
 
 
 class Recording(Backend):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from recbench.app import CONFIG_MODULE, register_resolvers
+from recbench.run.construct import CONFIG_MODULE, register_resolvers
 from recbench.testing.openai_stub import (  # noqa: F401 - re-exported for the tests
     ALL_FAULTS, FAULTS, FLAKY_FAULTS, StubServer, default_answer, free_port, get_stats, listwise_answer, rate_schedule,
     refused_url, request_key, start_stub_process)

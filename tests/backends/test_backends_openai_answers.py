@@ -12,11 +12,11 @@ import pytest
 
 from backends_stub import StubServer, compose_cfg, listwise_answer  # noqa: E402
 
-from recbench.app import run_from_config  # noqa: E402
+from recbench.run.evaluate import run_from_config  # noqa: E402
 from recbench.backends.base import empty_answer  # noqa: E402
 from recbench.backends.openai import OpenAIBackend, _Failure, _parse  # noqa: E402
 from recbench.backends.transport import HttpReply  # noqa: E402
-from recbench.types import Request, SamplingParams  # noqa: E402
+from recbench.api.types import Request, SamplingParams  # noqa: E402
 
 FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=5.0)
 

@@ -14,11 +14,11 @@ pytest.importorskip("openai")
 from backends_stub import StubServer, compose_cfg, listwise_answer, rate_schedule, request_key  # noqa: E402
 from tests.doubles import ScriptedBackend  # noqa: E402
 
-from recbench.app import run_from_config  # noqa: E402
+from recbench.run.evaluate import run_from_config  # noqa: E402
 from recbench.backends.openai import OpenAIBackend  # noqa: E402
 from recbench.backends.retry import RetryPolicy, parse_retry_after  # noqa: E402
-from recbench.cost import run_cost  # noqa: E402
-from recbench.types import Request, SamplingParams  # noqa: E402
+from recbench.run.cost import run_cost  # noqa: E402
+from recbench.api.types import Request, SamplingParams  # noqa: E402
 
 FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=2.0)
 

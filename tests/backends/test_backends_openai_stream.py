@@ -12,8 +12,8 @@ from tests.doubles import ScriptedBackend  # noqa: E402
 from recbench.backends.base import BackendUnavailable  # noqa: E402
 from recbench.backends.openai import OpenAIBackend, is_hosted, server_identity  # noqa: E402
 from recbench.backends.transport import available  # noqa: E402
-from recbench.cache import cache_key  # noqa: E402
-from recbench.types import Request, SamplingParams  # noqa: E402
+from recbench.store.response_cache import cache_key  # noqa: E402
+from recbench.api.types import Request, SamplingParams  # noqa: E402
 
 FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=5.0)
 TRANSPORTS = ["httpx"] + (["aiohttp"] if available("auto") == "aiohttp" else [])

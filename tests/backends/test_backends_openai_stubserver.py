@@ -10,7 +10,7 @@ import pytest
 from backends_stub import StubServer, default_answer, get_stats, request_key, start_stub_process  # noqa: E402
 
 from recbench.backends.openai import OpenAIBackend  # noqa: E402
-from recbench.types import Request, SamplingParams  # noqa: E402
+from recbench.api.types import Request, SamplingParams  # noqa: E402
 
 
 def _post(url: str, content: str) -> dict:

@@ -8,8 +8,8 @@ import pytest
 
 from backends_stub import compose_cfg, need_vllm
 
-from recbench.app import run_from_config
-from recbench.types import Constraint, Request, SamplingParams
+from recbench.run.evaluate import run_from_config
+from recbench.api.types import Constraint, Request, SamplingParams
 
 pytestmark = pytest.mark.slow
 need_vllm()

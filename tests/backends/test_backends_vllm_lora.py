@@ -5,7 +5,7 @@ import pytest
 
 from backends_stub import need_vllm
 
-from recbench.types import Request, SamplingParams
+from recbench.api.types import Request, SamplingParams
 
 pytestmark = pytest.mark.slow
 need_vllm()

@@ -7,7 +7,7 @@ import pytest
 
 from backends_stub import compose_cfg, need_vllm
 
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 from recbench.backends.openai import OpenAIBackend
 from tests.helpers import read_samples
 

@@ -8,16 +8,17 @@ import textwrap
 
 import pytest
 
-from recbench.cache import ResponseCache, cache_key
-from recbench.cache_tools import main, merge, stats
-from recbench.types import Request, SamplingParams
+from recbench.store.response_cache import ResponseCache, cache_key
+from recbench.cli.cache import main
+from recbench.store.cache_tools import merge, stats
+from recbench.api.types import Request, SamplingParams
 
 IDENTITY = {"kind": "hf", "name": "test-model", "weights": "sha256:0"}
 
 WORKER = textwrap.dedent("""
     import sys
-    from recbench.cache import ResponseCache, cache_key
-    from recbench.types import Request, Response, SamplingParams
+    from recbench.store.response_cache import ResponseCache, cache_key
+    from recbench.api.types import Request, Response, SamplingParams
     path, lo, hi = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     ident = {"kind": "hf", "name": "test-model", "weights": "sha256:0"}
     cache = ResponseCache(path)

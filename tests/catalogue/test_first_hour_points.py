@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from recbench.app import check_overrides, run_from_config
-from recbench.catalogue import default_choice, description, first_sentence, list_methods, methods_for_task
-from recbench.registry import ConfigError
+from recbench.cli.overrides import check_overrides
+
+from recbench.run.evaluate import run_from_config
+from recbench.cli.catalogue import default_choice, description, first_sentence, list_methods, methods_for_task
+from recbench.api.errors import ConfigError
 from tests.helpers import compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +70,7 @@ def test_the_data_readme_a_data_error_names_exists_and_describes_every_folder(tm
     generators = re.findall(r"`python -m recbench\.tasks\.(\w+)\.synth --out data/(\w+)`", text)
     assert len(generators) == 3
     for pkg, folder in generators:
-        assert (REPO / "tasks" / pkg / "synth.py").is_file() and (REPO / "data" / folder).is_dir(), (pkg, folder)
+        assert (REPO / "recbench" / "tasks" / pkg / "synth.py").is_file() and (REPO / "data" / folder).is_dir(), (pkg, folder)
 
 
 def test_setup_ends_with_the_next_step():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recbench.catalogue import first_sentence, list_methods, list_models, list_tasks, main, names
+from recbench.cli.catalogue import first_sentence, list_methods, list_models, list_tasks, main, names
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def test_first_sentence_joins_comment_lines_and_stops_at_examples():
 
 
 def test_cli_is_fast_and_imports_no_torch():
-    code = ("import sys, time; t = time.time(); from recbench.catalogue import main; "
+    code = ("import sys, time; t = time.time(); from recbench.cli.catalogue import main; "
             "main(['methods', '--task', 'perrec']); main(['models']); main(['tasks']); "
             "print('TORCH', 'torch' in sys.modules, round(time.time() - t, 2))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120).stdout

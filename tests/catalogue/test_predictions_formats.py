@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from recbench.backends.predictions import PredictionsBackend, read_predictions
-from recbench.types import Request, SamplingParams
+from recbench.api.types import Request, SamplingParams
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

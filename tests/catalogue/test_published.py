@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from recbench.published import compare, load_file, load_published, outside_ci, published_dir
+from recbench.report.published import compare, load_file, load_published, outside_ci, published_dir
 
 CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 

@@ -11,7 +11,7 @@ import jinja2
 import pytest
 
 from recbench.backends.quirks import apply_quirks, check_quirks, fold_system
-from recbench.types import Request, SamplingParams
+from recbench.api.types import Request, SamplingParams
 
 #: chat_template of google/gemma-2-9b-it (tokenizer_config.json); rejects "system", requires user/model alternation
 GEMMA2_TEMPLATE = (
@@ -94,7 +94,7 @@ def fake_vllm(monkeypatch):
 
 
 def test_vllm_backend_folds_the_system_prompt_for_gemma(fake_vllm):
-    from recbench.app import build_backend
+    from recbench.run.construct import build_backend
     from tests.backends.backends_stub import compose_cfg
 
     req = Request(messages=(("system", SYS["content"]), ("user", USER["content"])), sampling=SamplingParams(max_tokens=4))

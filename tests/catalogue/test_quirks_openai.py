@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from recbench.backends.openai import OpenAIBackend
 from recbench.testing.openai_stub import StubServer
-from recbench.types import Request, SamplingParams
+from recbench.api.types import Request, SamplingParams
 
 
 def test_openai_backend_folds_the_system_prompt_and_keys_it():

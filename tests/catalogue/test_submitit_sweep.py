@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[dev]' (hydra-submitit-launcher)")
 
-from recbench.cache_tools import stats  # noqa: E402
+from recbench.store.cache_tools import stats  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 3
@@ -65,7 +65,7 @@ def test_slurm_preset_differs_from_the_local_one_only_in_the_executor():
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from recbench.app import CONFIG_MODULE, register_resolvers
+    from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
     register_resolvers()
     cfgs = {}

@@ -1,49 +1,108 @@
-"""The architecture rules of issue 14, checked on the source: the core names no benchmark or method, app and plan
-do not import each other, and only the cache and run-store modules touch the cache and run-dir files."""
+"""The architecture rules, checked on the source (docs/architecture.md): the core names no benchmark or method, no
+import circle anywhere in the tree (imports inside functions count), core modules stay short or say why, and only
+the store touches the cache and run-dir files."""
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[2] / "recbench"
-# the core is recbench/ outside the task packages (tasks/, kg/ install as recbench.tasks / recbench.kg)
-CORE_FILES = sorted(p for p in CORE.rglob("*.py") if "testing" not in p.parts)
+import networkx as nx
+
+PKG = Path(__file__).resolve().parents[2] / "recbench"
+# the core is recbench/ outside the benchmark packages (recbench/tasks, recbench/kg) and the test doubles
+BENCHMARK_PARTS = {"tasks", "kg"}
+CORE_FILES = sorted(p for p in PKG.rglob("*.py")
+                    if not (set(p.relative_to(PKG).parts[:1]) & (BENCHMARK_PARTS | {"testing"})))
 # benchmark names anywhere; method names as identifiers in quotes ("pairwise" is also a plain statistics word)
 BENCHMARK_WORDS = re.compile(r"perrec|PerRecBench|recbench_plus|RecBench\+|llmrec|LLMRec|heapsort|"
                              r"[\"'](pointwise|pairwise|listwise|zero_shot|bm25_history|assistant|assistant_history)[\"']",
                              re.IGNORECASE)
+#: a core module longer than this says why at its top, in a docstring line starting "Long because"
+MAX_LINES = 300
+
+
+def _module_name(path: Path) -> str:
+    parts = [p for p in path.relative_to(PKG.parent).with_suffix("").parts if p != "__init__"]
+    return ".".join(parts)
 
 
 def _imports(path: Path) -> set[str]:
-    """Every module a file imports (top level and inside functions)."""
+    """Every module a file imports (top level and inside functions), relative imports resolved."""
     out: set[str] = set()
+    name = _module_name(path)
+    pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            out.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
     return out
 
 
+def import_graph() -> nx.DiGraph:
+    """Module -> module it imports, over every file of the recbench package (tasks and kg included)."""
+    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    g = nx.DiGraph()
+    g.add_nodes_from(files)
+    for name, path in files.items():
+        for target in _imports(path):
+            while target and target not in files:
+                target = target.rsplit(".", 1)[0] if "." in target else ""
+            if target and target != name and target != "recbench":
+                g.add_edge(name, target)
+    return g
+
+
 def test_core_mentions_no_benchmark_or_method_name():
-    hits = [f"{p.relative_to(CORE.parent)}:{i}: {line.strip()}" for p in CORE_FILES
+    hits = [f"{p.relative_to(PKG.parent)}:{i}: {line.strip()}" for p in CORE_FILES
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if BENCHMARK_WORDS.search(line)]
     assert not hits, "benchmark knowledge in the core:\n" + "\n".join(hits)
 
 
-def test_no_import_circle_between_app_plan_and_compare():
-    for name in ("plan.py", "compare.py", "construct.py", "loop.py", "runstore.py", "schema.py"):
-        path = CORE / name
-        if path.exists():
-            assert "recbench.app" not in _imports(path), f"{name} imports recbench.app"
-    # construct (task, backend, resolvers) is the shared builder; app itself is imported by no core module
-    importers = [p.name for p in CORE_FILES if p.name != "__main__.py" and "recbench.app" in _imports(p)]
-    assert importers == [], f"core modules importing recbench.app: {importers}"
+def test_no_import_circle_anywhere():
+    g = import_graph()
+    assert g.number_of_edges() > 100  # the graph was read (a broken reader would find no circle either)
+    circles = [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
+    assert circles == [], f"import circles: {circles}"
 
 
-def test_only_cache_and_runstore_touch_their_files():
-    sqlite_users = [p.name for p in CORE_FILES if "sqlite3" in _imports(p)]
-    assert set(sqlite_users) <= {"cache.py", "cache_tools.py"}, sqlite_users
-    writers = [p.name for p in CORE_FILES if re.search(r"open\([^)]*samples\.jsonl|samples_path", p.read_text())]
-    assert set(writers) <= {"runstore.py", "schema.py"}, writers
+def test_the_import_graph_sees_a_planted_circle(tmp_path, monkeypatch):
+    a, b = PKG / "_circle_probe_a.py", PKG / "_circle_probe_b.py"
+    try:
+        a.write_text("def f():\n    from recbench._circle_probe_b import g\n")
+        b.write_text("from recbench import _circle_probe_a\n")
+        circles = [c for c in nx.strongly_connected_components(import_graph()) if len(c) > 1]
+        assert {"recbench._circle_probe_a", "recbench._circle_probe_b"} in circles
+    finally:
+        a.unlink(missing_ok=True)
+        b.unlink(missing_ok=True)
+
+
+def test_long_core_modules_say_why():
+    silent = []
+    for p in CORE_FILES:
+        lines = p.read_text(encoding="utf-8").splitlines()
+        doc = ast.get_docstring(ast.parse("\n".join(lines))) or ""
+        if len(lines) > MAX_LINES and "Long because" not in doc:
+            silent.append(f"{p.relative_to(PKG.parent)} ({len(lines)} lines)")
+    assert not silent, "core modules over 300 lines without 'Long because ...' in their docstring: " + ", ".join(silent)
+
+
+def test_app_is_imported_by_no_core_module():
+    importers = [str(p.relative_to(PKG)) for p in CORE_FILES
+                 if p.name != "__main__.py" and "recbench.cli.app" in _imports(p)]
+    assert importers == [], f"core modules importing recbench.cli.app: {importers}"
+
+
+def test_only_the_store_touches_the_cache_and_run_dir_files():
+    sqlite_users = [p.relative_to(PKG).as_posix() for p in CORE_FILES if "sqlite3" in _imports(p)]
+    assert set(sqlite_users) <= {"store/response_cache.py", "store/cache_tools.py", "cli/cache.py"}, sqlite_users
+    writers = [p.relative_to(PKG).as_posix() for p in CORE_FILES
+               if re.search(r"open\([^)]*samples\.jsonl|samples_path", p.read_text())]
+    assert set(writers) <= {"store/runstore.py", "store/schema.py"}, writers

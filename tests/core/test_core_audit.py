@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from recbench.app import run_from_config
-from recbench.audit import audit_aggregates, maybe_audit, rank_matrix, tied_kendalls_w
-from recbench.registry import ConfigError
+from recbench.run.evaluate import run_from_config
+from recbench.audits.order import audit_aggregates, maybe_audit, rank_matrix, tied_kendalls_w
+from recbench.api.errors import ConfigError
 from recbench.stats.audit import kendalls_w
 from tests.doubles import ScriptedBackend
 from tests.helpers import read_samples
@@ -23,7 +23,7 @@ USER_LINE = re.compile(r"^(User [A-Z]):\n- Average rating: ([0-9.]+);.*?number o
 
 
 def _truth_table():
-    from recbench.construct import build_task
+    from recbench.run.construct import build_task
 
     task = build_task(compose_cfg("task=perrec"))
     return {(e.data["query_title"], f"{u['avg_rating']:.2f}", u["history_len"]): u["relative_rating"]
@@ -138,7 +138,7 @@ def test_not_auditable_is_a_config_error(tmp_path):
 
 
 def test_audit_off_returns_the_method_itself():
-    from recbench.construct import build_task
+    from recbench.run.construct import build_task
 
     cfg = compose_cfg("task=perrec", "method=listwise")
     task = build_task(cfg)
@@ -199,6 +199,6 @@ def test_llmrec_sequential_permutes_candidates(tmp_path):
 
 
 def _records(run_dir):
-    from recbench.schema import read_run
+    from recbench.store.schema import read_run
 
     return list(read_run(run_dir, require_result=False).samples())

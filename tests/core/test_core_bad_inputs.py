@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recbench.construct import bundled_data
+from recbench.run.construct import bundled_data
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = ["method=bm25_history", "limit=10", "run.progress=false"]

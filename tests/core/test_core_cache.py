@@ -2,8 +2,8 @@
 import subprocess
 import sys
 
-from recbench.cache import ResponseCache, cache_key
-from recbench.types import Constraint, Request, Response, SamplingParams
+from recbench.store.response_cache import ResponseCache, cache_key
+from recbench.api.types import Constraint, Request, Response, SamplingParams
 
 MSG = [{"role": "user", "content": "Rate 'Dune' from 1 to 5."}]
 MODEL = {"kind": "hf", "name": "m", "weights": "sha256:abc", "adapter": None, "chat_template": "t1"}
@@ -47,7 +47,7 @@ def test_hits_misses_and_errors_never_cached(tmp_path):
 def test_concurrent_processes_share_the_cache(tmp_path):
     path = tmp_path / "shared.sqlite"
     code = (
-        "import sys; from recbench.cache import ResponseCache; from recbench.types import Request, Response, SamplingParams\n"
+        "import sys; from recbench.store.response_cache import ResponseCache; from recbench.api.types import Request, Response, SamplingParams\n"
         "c = ResponseCache(sys.argv[1]); w = int(sys.argv[2])\n"
         "for i in range(200):\n"
         "    r = Request.chat([{'role': 'user', 'content': f'{w}-{i}'}], SamplingParams())\n"

@@ -1,4 +1,4 @@
-"""The typed backend base (recbench/config_schema.py): shared model.backend keys are typed at compose time, every
+"""The typed backend base (recbench/api/config.py): shared model.backend keys are typed at compose time, every
 conf/model entry composes onto its schema, and the CLI names the key of a wrong type in one line."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from recbench.config_schema import BACKEND_SCHEMAS
+from recbench.api.config import BACKEND_SCHEMAS
 from tests.helpers import compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""One config wrapper (recbench.task.Settings) for tasks and methods, defaults from conf/ YAML only: a composed
+"""One config wrapper (recbench.api.task.Settings) for tasks and methods, defaults from conf/ YAML only: a composed
 config and a hand-built one read the same values, a missing key is an error naming the keys, `kind:` variants
 work for every task."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from recbench.catalogue import conf_dir
-from recbench.construct import build_task
-from recbench.task import Settings, to_plain, with_conf_defaults
+from recbench.cli.catalogue import conf_dir
+from recbench.run.construct import build_task
+from recbench.api.task import Settings, to_plain, with_conf_defaults
 from tests.helpers import compose_cfg
 
 

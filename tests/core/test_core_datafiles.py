@@ -1,13 +1,13 @@
-"""recbench.datafiles: every defect of a data file is one DataError naming the file, the line and the fix."""
+"""recbench.api.datafiles: every defect of a data file is one DataError naming the file, the line and the fix."""
 from __future__ import annotations
 
 import gzip
 
 import pytest
 
-from recbench.datafiles import (check_unique, finite, jsonl_records, numeric_columns, read_csv, read_json, read_text,
+from recbench.api.datafiles import (check_unique, finite, jsonl_records, numeric_columns, read_csv, read_json, read_text,
                                 text_lines)
-from recbench.registry import DataError
+from recbench.api.errors import DataError
 
 
 def test_text_lines_numbers_lines_and_skips_blanks(tmp_path):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from recbench import derived_cache
-from recbench.derived_cache import disk_cached
+from recbench.store import derived_cache
+from recbench.store.derived_cache import disk_cached
 
 REPO = Path(__file__).resolve().parents[2]
 

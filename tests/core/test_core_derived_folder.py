@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from recbench import derived_cache
-from recbench.derived_cache import MANIFEST, discard, folder_complete, folder_entry
+from recbench.store import derived_cache
+from recbench.store.derived_cache import MANIFEST, discard, folder_complete, folder_entry
 
 
 @pytest.fixture()

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from recbench.types import Constraint, Request, SamplingParams
+from recbench.api.types import Constraint, Request, SamplingParams
 
 pytestmark = pytest.mark.slow
 

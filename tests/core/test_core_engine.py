@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 from recbench.testing.openai_stub import StubServer, get_stats, refused_url, start_stub_process
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg

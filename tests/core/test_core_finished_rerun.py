@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 
-from recbench.app import run_from_config
-from recbench.runstore import FINISHED_NAME, dumps_line
+from recbench.run.evaluate import run_from_config
+from recbench.store.finished import FINISHED_NAME
+from recbench.store.runstore import dumps_line
 from tests.doubles import CountingBackend
 from tests.helpers import compose_cfg
 
@@ -29,7 +30,7 @@ def test_finished_rerun_reuses_metrics_equal_to_a_full_reaggregation(tmp_path, m
     assert m1["complete"] and (d / FINISHED_NAME).is_file()
     text1 = (d / "metrics.json").read_text()
 
-    import recbench.app as app
+    import recbench.run.evaluate as app
 
     built = []
     monkeypatch.setattr(app, "build_task", lambda c: built.append(1))  # the fast path must not build the task

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from recbench.cache import KeyMaker
-from recbench.types import Constraint, Request, SamplingParams, sha256_json
+from recbench.store.response_cache import KeyMaker
+from recbench.api.types import Constraint, Request, SamplingParams, sha256_json
 
 
 def _requests(n: int = 120) -> list[Request]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 from tests.doubles import CountingBackend
 from tests.helpers import compose_cfg
 

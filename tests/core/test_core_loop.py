@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from recbench.app import run_from_config
-from recbench.schema import SCHEMA_VERSION
+from recbench.run.evaluate import run_from_config
+from recbench.store.schema import SCHEMA_VERSION
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
@@ -61,7 +61,7 @@ def test_backend_errors_are_recorded_not_cached_and_retried(tmp_path):
 KILL_SCRIPT = """
 import sys, time
 sys.path.insert(0, {repo!r})
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 cfg = compose_cfg(["method=listwise", "cache.path={cache}", "run.progress=false", "run.chunk_size=8"])

@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recbench import catalogue
-from recbench.app import bundled_data, run_from_config
-from recbench.registry import ConfigError
+from recbench.cli import catalogue
+from recbench.run.construct import bundled_data
+from recbench.run.evaluate import run_from_config
+from recbench.api.errors import ConfigError
 from tests.conftest import shared_data_dir
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
@@ -84,7 +85,7 @@ def test_every_metric_of_every_task_and_method_has_a_declared_direction(task, tm
     methods = _methods(task)
     assert methods, f"no method config is accepted by task {task}"
     base = _task_overrides(task, tmp_path)
-    caplog.set_level(logging.WARNING, logger="recbench.metric_registry")
+    caplog.set_level(logging.WARNING, logger="recbench.api.metrics")
     seen: dict[str, dict] = {}
     refused: dict[str, str] = {}
     for method in methods:
@@ -138,10 +139,10 @@ class UserMetricTask(GenericTask):
 def test_an_unregistered_metric_of_a_user_task_is_direction_unknown_everywhere(tmp_path, caplog):
     """It still warns (once), metrics.json records direction 'unknown', compare says 'direction unknown' and never
     'better', and the report neither marks nor letters its column and names it in the caption."""
-    from recbench.compare import CompareError, compare_runs, letters
+    from recbench.stats.verdicts import CompareError, compare_runs, letters
     from recbench.report import build_report
 
-    caplog.set_level(logging.WARNING, logger="recbench.metric_registry")
+    caplog.set_level(logging.WARNING, logger="recbench.api.metrics")
     for method in ("zero_shot", "random"):
         cfg = compose_cfg(["task=generic_yesno", f"task._target_={__name__}.UserMetricTask", f"method={method}",
                            "run.progress=false", f"cache.path={tmp_path / 'cache.sqlite'}"])

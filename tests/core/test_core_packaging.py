@@ -1,4 +1,4 @@
-"""Packaging: tasks/ and kg/ install inside the recbench namespace; a built wheel runs from a fresh venv."""
+"""Packaging: recbench/tasks/ and recbench/kg/ install inside the recbench namespace; a built wheel runs from a fresh venv."""
 import os
 import subprocess
 import sys

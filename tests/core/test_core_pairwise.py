@@ -6,12 +6,12 @@ import random
 import pytest
 from omegaconf import OmegaConf
 
-from recbench.cache import ResponseCache
-from recbench.loop import EvalLoop
-from recbench.runstore import RunStore
+from recbench.store.response_cache import ResponseCache
+from recbench.run.loop import EvalLoop
+from recbench.store.runstore import RunStore
 from recbench.tasks.perrec.methods import heapsort_desc
 from recbench.tasks.perrec.task import PerRecTask
-from recbench.app import bundled_data
+from recbench.run.construct import bundled_data
 from tests.doubles import ScriptedBackend
 
 

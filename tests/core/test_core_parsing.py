@@ -1,5 +1,5 @@
 """Parsers on malformed answers: each returns a value with a status, or a recorded failure."""
-from recbench.parsing import parse_choice, parse_json, parse_list, parse_number
+from recbench.api.parsing import parse_choice, parse_json, parse_list, parse_number
 from recbench.tasks.perrec.methods import parse_ranking
 
 LABELS = ["User A", "User B", "User C"]

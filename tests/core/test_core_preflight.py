@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from recbench.construct import LazyBackend, build_backend
-from recbench.registry import ConfigError
+from recbench.run.construct import LazyBackend, build_backend
+from recbench.api.errors import ConfigError
 from tests.helpers import compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]

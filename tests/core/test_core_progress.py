@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from recbench.app import run_from_config
-from recbench.cache import ResponseCache
-from recbench.construct import build_task, select_examples
-from recbench.loop import EvalLoop
-from recbench.progress import model_label
-from recbench.runstore import RunStore
+from recbench.run.evaluate import run_from_config
+from recbench.store.response_cache import ResponseCache
+from recbench.run.construct import build_task, select_examples
+from recbench.run.loop import EvalLoop
+from recbench.run.progress import model_label
+from recbench.store.runstore import RunStore
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
@@ -137,7 +137,7 @@ def test_one_line_says_which_model_started_before_the_bar(tmp_path, capsys):
 
 
 def test_the_started_line_says_how_the_backend_loaded_and_masks_url_secrets(capsys):
-    from recbench.progress import announce_start
+    from recbench.run.progress import announce_start
 
     announce_start(compose_cfg(["model=smollm2"]).model, 3.71, {"how": "cached weights", "import_s": 2.93})
     assert capsys.readouterr().err == ("recbench: model smollm2 (hf: SmolLM2-135M-Instruct.Q4_1.gguf) ready in 3.7 s "

@@ -4,7 +4,7 @@ import math
 import pytest
 from scipy import stats
 
-from recbench.metrics import bootstrap_ci, kendall_tau_ranks, summarize
+from recbench.stats.bootstrap import bootstrap_ci, kendall_tau_ranks, summarize
 from recbench.tasks.perrec.metrics import kendall_tau_legacy
 
 

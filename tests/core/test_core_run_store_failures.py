@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from recbench.app import run_from_config
-from recbench.cache import CACHE_FIX, ResponseCache, messages_hash
-from recbench.diskspace import DiskFull
+from recbench.run.evaluate import run_from_config
+from recbench.store.response_cache import CACHE_FIX, ResponseCache, messages_hash
+from recbench.store.diskspace import DiskFull
 from recbench.testing.openai_stub import StubServer
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
@@ -71,7 +71,7 @@ def test_a_damaged_samples_line_is_one_line_naming_file_and_line(tmp_path, line,
     err = _one_error_line(p.stderr)
     assert f"{run_dir / 'samples.jsonl'}:4:" in err and what in err and "fix or delete this line" in err, err
     assert _snapshot(run_dir) == before and not _tmp_files(tmp_path)  # nothing written, metrics.json as it was
-    from recbench import view
+    from recbench.cli import view
 
     assert view.main([str(run_dir)]) == 1  # the viewer says the same in one line (its own exit code)
 
@@ -118,7 +118,7 @@ def _limit_pages(monkeypatch, pages: int) -> None:
         con.execute(f"PRAGMA max_page_count={pages}")
         return con
 
-    monkeypatch.setattr("recbench.cache.sqlite3.connect", connect)
+    monkeypatch.setattr("recbench.store.response_cache.sqlite3.connect", connect)
 
 
 def test_a_full_cache_disk_says_disk_full_not_move_aside(tmp_path, monkeypatch):
@@ -133,7 +133,7 @@ def test_a_full_cache_disk_says_disk_full_not_move_aside(tmp_path, monkeypatch):
 def test_an_sqlite_io_error_on_a_full_disk_is_a_full_disk(tmp_path, monkeypatch):
     """SQLite reports a full tmpfs as SQLITE_IOERR_SHMSIZE (measured), not SQLITE_FULL: an I/O error on a disk with
     under 1 MiB free is a full disk; with room it is a damaged cache."""
-    import recbench.diskspace as ds
+    import recbench.store.diskspace as ds
 
     e = sqlite3.OperationalError("disk I/O error")
     e.sqlite_errorname = "SQLITE_IOERR_SHMSIZE"
@@ -178,7 +178,7 @@ class _FullFile:
 
 
 def test_full_disk_mid_run_keeps_what_finished_and_the_rerun_goes_on(tmp_path, monkeypatch):
-    import recbench.runstore as runstore
+    import recbench.store.runstore as runstore
 
     real_open = open
 
@@ -253,7 +253,7 @@ def test_user_info_and_an_api_key_env_together_are_one_config_line(tmp_path, mon
 
 # ---- a deleted prompts.jsonl ------------------------------------------------------------------------------------
 def test_a_deleted_prompts_file_is_restored_from_the_cache(tmp_path):
-    from recbench import view
+    from recbench.cli import view
 
     cfg = compose_cfg(["method=listwise", "limit=6", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false"])
     run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(listwise_answer))

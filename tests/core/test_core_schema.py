@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from recbench.metric_registry import MetricSpec, metric_spec, register
-from recbench.schema import SCHEMA_VERSION, SchemaError, read_run
+from recbench.api.metrics import MetricSpec, metric_spec, register
+from recbench.store.schema import SCHEMA_VERSION, SchemaError, read_run
 
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "run_v1_perrec_listwise"
 
@@ -48,7 +48,7 @@ def test_unknown_schema_version_is_refused_naming_the_file(tmp_path, version):
 
 
 def test_current_runs_write_the_current_version_with_metric_info(tmp_path):
-    from recbench.app import run_from_config
+    from recbench.run.evaluate import run_from_config
     from tests.helpers import compose_cfg
 
     run_from_config(compose_cfg(["method=user_avg", "limit=6", f"cache.path={tmp_path / 'c.sqlite'}",

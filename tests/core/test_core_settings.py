@@ -1,4 +1,4 @@
-"""Task and method keys are checked against the rules their classes declare (recbench.config_schema.check_settings):
+"""Task and method keys are checked against the rules their classes declare (recbench.api.config.check_settings):
 every shipped YAML passes, and an out-of-range, mistyped or unknown value is one ConfigError naming the key and what
 is valid, raised by build_task before any data is read. Run-dir names stay one folder under the runs dir."""
 from __future__ import annotations
@@ -7,12 +7,12 @@ import pytest
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from recbench.catalogue import merged, names
-from recbench.config_schema import check_settings, describe, flag, list_of, number, one_of, text, validate, whole
-from recbench.construct import build_task, check_examples, register_resolvers
-from recbench.registry import ConfigError, DataError
-from recbench.rundir import bad_name, discard_unused, safe_name
-from recbench.types import Example
+from recbench.cli.catalogue import merged, names
+from recbench.api.config import check_settings, describe, flag, list_of, number, one_of, text, validate, whole
+from recbench.run.construct import build_task, check_examples, register_resolvers
+from recbench.api.errors import ConfigError, DataError
+from recbench.store.rundir import bad_name, discard_unused, safe_name
+from recbench.api.types import Example
 from tests.helpers import compose_cfg
 
 RULES = {"n": whole(1), "k": whole(0, null=True), "p": number(above=0, hi=1), "t": number(1, 5), "on": flag(),

@@ -8,7 +8,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from recbench import doctor
+from recbench.cli import doctor
 
 REPO = Path(__file__).resolve().parents[2]
 

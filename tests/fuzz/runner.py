@@ -71,7 +71,7 @@ class Ctx:
 def invoke(args: list[str], capfd: Any) -> Result:
     """`python -m recbench <args>` in this process; the exit code as the shell would see it (an exception that
     escapes is exit 1 with its traceback on stderr, as the interpreter prints it)."""
-    from recbench import derived_cache
+    from recbench.store import derived_cache
     from recbench.__main__ import main
 
     saved_derived = dict(derived_cache._DIR)  # a run configures the derived-data folder: give the old one back
@@ -144,7 +144,7 @@ def diff(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
 def copy_data(name: str, dest: Path) -> None:
     """A copy of a bundled data set ('perrec_sample', 'llmrec_sample/p5', ...), or of the released PerRecBench
     layout built from the bundled sample ('perrec_released'), at dest."""
-    from recbench.construct import bundled_data
+    from recbench.run.construct import bundled_data
 
     src = _released() if name == "perrec_released" else Path(bundled_data(name))
     shutil.copytree(src, dest)
@@ -155,7 +155,7 @@ def _released() -> Path:
     """The bundled PerRecBench sample written once in the released layout (a session-wide temp folder)."""
     import pandas as pd
 
-    from recbench.construct import bundled_data
+    from recbench.run.construct import bundled_data
     from recbench.tasks.perrec.data import load_examples
     from recbench.tasks.perrec.released import write_released
 

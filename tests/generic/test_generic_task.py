@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from jinja2.exceptions import SecurityError
 
-from recbench.app import run_from_config
-from recbench.registry import ConfigError
+from recbench.run.evaluate import run_from_config
+from recbench.api.errors import ConfigError
 from tests.helpers import read_samples
-from recbench import metric_registry as M
+from recbench.api import metrics as M
 from recbench.tasks.generic import parsers as P
 from recbench.tasks.generic.task import GenericTask, SandboxError, check_template
 from tests.doubles import ScriptedBackend

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from tests.llmrec.llmrec_helpers import compose_cfg
 
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 
 
 @pytest.fixture

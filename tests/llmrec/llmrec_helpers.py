@@ -4,7 +4,7 @@ from __future__ import annotations
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from recbench.app import CONFIG_MODULE, register_resolvers
+from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
 
 def compose_cfg(*overrides: str):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from recbench.construct import bundled_data
-from recbench.registry import DataError
+from recbench.run.construct import bundled_data
+from recbench.api.errors import DataError
 from recbench.tasks.llmrec.candidates import CandidateFileError, load_candidates
 from recbench.tasks.llmrec.data import load_p5, load_reviews
 

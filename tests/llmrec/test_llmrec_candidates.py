@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recbench.app import bundled_data
+from recbench.run.construct import bundled_data
 from recbench.tasks.llmrec.candidates import CandidateFileError, freeze, load_candidates
 from recbench.tasks.llmrec.data import load_p5
 

@@ -10,7 +10,7 @@ from tests.llmrec.llmrec_helpers import compose_cfg
 
 from recbench.tasks.llmrec import metrics as M
 from recbench.tasks.llmrec.methods import candidate_choice, ranking_from_choices
-from recbench.types import Response
+from recbench.api.types import Response
 
 
 class ScoringBackend(ScriptedBackend):

@@ -47,7 +47,7 @@ def test_smollm2_sequential_answers_are_resolved_and_rerun_is_free(run_cfg, smol
 def test_smollm2_packed_choice_scores_equal_one_prompt_per_choice(smollm2):
     """Many choices (more than a batch) are scored in one packed sequence: the same log-likelihoods as one prompt
     copy per choice."""
-    from recbench.types import Constraint, Request, SamplingParams
+    from recbench.api.types import Constraint, Request, SamplingParams
 
     choices = tuple(f"[{i}," for i in (3, 17, 101, 5, 240, 88, 9, 12, 150, 61, 7, 33, 200, 2, 45, 99, 120, 18, 71, 230))
     req = Request.chat([{"role": "user", "content": "Answer with a python list of 3 numbers from 1 to 240."}],

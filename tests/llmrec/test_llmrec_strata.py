@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from recbench.app import bundled_data, run_from_config
+from recbench.run.construct import bundled_data
+
+from recbench.run.evaluate import run_from_config
 from tests.llmrec.llmrec_helpers import compose_cfg
 
 
@@ -20,7 +22,7 @@ def _sequences():
 
 @pytest.mark.parametrize("task", ["llmrec_sequential", "llmrec_direct"])
 def test_popularity_tercile_of_target_in_training_interactions(task):
-    from recbench.construct import build_task
+    from recbench.run.construct import build_task
 
     seqs = _sequences()
     counts = Counter(i for s in seqs.values() for i in s[:-1])  # the held-out last item is not training data
@@ -53,7 +55,7 @@ def test_random_expectation_beside_sampled_metrics(tmp_path):
 
 
 def test_rating_history_buckets():
-    from recbench.construct import build_task
+    from recbench.run.construct import build_task
 
     t = build_task(compose_cfg("task=llmrec_rating"))
     train, test = t.split()

@@ -10,7 +10,7 @@ from tests.llmrec.llmrec_helpers import compose_cfg
 
 from recbench.tasks.llmrec import metrics as M
 from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
-from recbench.types import Outcome
+from recbench.api.types import Outcome
 
 
 def make_task(*overrides):
@@ -81,7 +81,7 @@ def test_rating_zero_shot_parse_statuses_and_fallback(run_cfg):
 def test_rating_parse_ignores_an_echoed_scale():
     task = make_task("task=llmrec_rating")
     ex = task.load()[0]
-    from recbench.types import Response
+    from recbench.api.types import Response
 
     assert task.parse(Response("The user's rating history (1 being"), ex).parse_status == "failed"
     out = task.parse(Response("4 (1 being lowest and 5 being highest)"), ex)

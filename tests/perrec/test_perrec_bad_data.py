@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recbench import derived_cache
-from recbench.construct import bundled_data
-from recbench.registry import ConfigError, DataError
+from recbench.store import derived_cache
+from recbench.run.construct import bundled_data
+from recbench.api.errors import ConfigError, DataError
 from recbench.tasks.perrec.data import load_examples
 from recbench.tasks.perrec.released import load_released, write_released
 
@@ -130,7 +130,7 @@ def test_the_clean_copy_loads_every_group(data):
 
 def test_a_difficulty_the_data_lacks_is_refused(data):
     from tests.helpers import compose_cfg
-    from recbench.construct import build_task
+    from recbench.run.construct import build_task
 
     task = build_task(compose_cfg(["method=bm25_history", f"task.data_dir={data}", "task.difficulties=[easy,extreme]"]))
     with pytest.raises(ConfigError, match=r"task.difficulties: 'extreme' is not a difficulty of the groups in .* "

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recbench.app import bundled_data
-from recbench.build import main as build_main
-from recbench.registry import ConfigError
+from recbench.run.construct import bundled_data
+from recbench.cli.build import main as build_main
+from recbench.api.errors import ConfigError
 
 
 def test_cli_builds_loadable_groups(tmp_path, capsys):
@@ -27,7 +27,7 @@ def test_cli_builds_loadable_groups(tmp_path, capsys):
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["config"]["window_days"] == 60 and stats["source"]["kind"] == "movielens"
     from tests.helpers import compose_cfg
-    from recbench.app import run_from_config
+    from recbench.run.evaluate import run_from_config
 
     cfg = compose_cfg(["task=perrec_built", f"task.data_dir={tmp_path / 'out'}", "method=bm25_history",
                        "run.progress=false", "cache.enabled=false"])

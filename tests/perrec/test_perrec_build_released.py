@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recbench.app import bundled_data
+from recbench.run.construct import bundled_data
 from recbench.tasks.perrec.build import BuildConfig, build
 from recbench.tasks.perrec.data import load_examples
 from recbench.tasks.perrec.released import ReleasedFormatError, load_profiles, load_released, write_released
@@ -41,7 +41,7 @@ def test_roundtrip_on_real_movielens_groups(shared_data, tmp_path):
 
 def test_released_task_runs_through_the_loop(tmp_path):
     from tests.helpers import compose_cfg
-    from recbench.app import run_from_config
+    from recbench.run.evaluate import run_from_config
 
     _roundtrip(Path(bundled_data("perrec_sample")), tmp_path / "rel", heldout=False)
     cfg = compose_cfg(["task=perrec_released", f"task.data_dir={tmp_path / 'rel'}", "method=bm25_history", "limit=10",
@@ -108,7 +108,7 @@ def test_history_len_out_of_range_and_author(released):
 def test_released_profiles_are_used_when_profile_is_on(released, tmp_path):
     from tests.helpers import compose_cfg
     from tests.doubles import ScriptedBackend
-    from recbench.app import run_from_config
+    from recbench.run.evaluate import run_from_config
 
     uid = next(iter(json.loads((released / "userid2profile.json").read_text())))
     cfg = compose_cfg(["task=perrec_released", f"task.data_dir={released}", "task.profile=true", "method=listwise",

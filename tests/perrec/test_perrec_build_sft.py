@@ -8,7 +8,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from recbench.app import bundled_data
+from recbench.run.construct import bundled_data
 from recbench.tasks.perrec.sft import default_config, export, merge_adapters, sft_records, _task
 
 
@@ -101,7 +101,7 @@ def test_lora_steps_change_smollm2_answers(tmp_path, smollm2):
     """A few LoRA steps (high lr) on pointwise SFT data; the adapter, loaded by the hf backend, answers differently."""
     from recbench.backends.hf import HFBackend
     from recbench.tasks.perrec.sft import train
-    from recbench.types import Request, SamplingParams
+    from recbench.api.types import Request, SamplingParams
 
     export(bundled_data("perrec_sample"), str(tmp_path / "sft"), ["pointwise"], split="test")
     recs = [json.loads(x) for x in (tmp_path / "sft" / "pointwise.jsonl").read_text().splitlines()]

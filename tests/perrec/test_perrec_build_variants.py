@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recbench.app import bundled_data, run_from_config
-from recbench.schema import SCHEMA_VERSION, SampleRecord
+from recbench.run.construct import bundled_data
+
+from recbench.run.evaluate import run_from_config
+from recbench.store.schema import SCHEMA_VERSION, SampleRecord
 from recbench.tasks.perrec.methods import borda, majority
 from recbench.tasks.perrec.report import collect, correlations, markdown
 from recbench.tasks.perrec.task import PerRecTask
-from recbench.types import Example, Outcome
+from recbench.api.types import Example, Outcome
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
 

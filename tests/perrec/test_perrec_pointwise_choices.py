@@ -2,7 +2,7 @@
 as its rating (status ok) and users are ranked by rating minus their own average; free text still parses."""
 from __future__ import annotations
 
-from recbench.app import build_task
+from recbench.run.construct import build_task
 from recbench.tasks.perrec.methods import RATING_CHOICES
 from tests.helpers import compose_cfg, run_scripted
 

@@ -2,10 +2,10 @@
 (hand-written expected text), and the one average-rating reference class behind user_avg / item_avg."""
 from __future__ import annotations
 
-import recbench.prompts as prompts_mod
+import recbench.api.prompts as prompts_mod
 import recbench.tasks.perrec.methods as pm
-from recbench.construct import build_task
-from recbench.types import Example, Response
+from recbench.run.construct import build_task
+from recbench.api.types import Example, Response
 from tests.helpers import compose_cfg
 
 UA = {"user_id": "u1", "rating": 4.0, "avg_rating": 3.5, "relative_rating": 0.5, "most_common_rating": 4.0,

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from recbench.app import bundled_data, run_from_config
+from recbench.run.construct import bundled_data
+
+from recbench.run.evaluate import run_from_config
 from recbench.tasks.perrec.data import tercile
 from tests.llmrec.llmrec_helpers import compose_cfg
 
@@ -32,7 +34,7 @@ def run(tmp_path_factory):
 
 
 def test_popularity_terciles_from_the_ratings_file(run):
-    from recbench.construct import build_task
+    from recbench.run.construct import build_task
 
     counts, groups = _raw()
     per_group = {g["group_id"]: counts[g["query_item"]] for g in groups}
@@ -55,7 +57,7 @@ def test_popularity_terciles_from_the_ratings_file(run):
 
 
 def test_history_terciles_of_mean_member_history(run):
-    from recbench.construct import build_task
+    from recbench.run.construct import build_task
 
     task = build_task(compose_cfg("task=perrec"))
     ex = task.load()

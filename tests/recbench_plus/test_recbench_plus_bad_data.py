@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from recbench.construct import build_task, bundled_data
-from recbench.registry import ConfigError, DataError
+from recbench.run.construct import build_task, bundled_data
+from recbench.api.errors import ConfigError, DataError
 from recbench.tasks.recbench_plus import data as D
 from tests.helpers import compose_cfg
 

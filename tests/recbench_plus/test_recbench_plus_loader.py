@@ -7,7 +7,7 @@ from collections import Counter
 
 from omegaconf import OmegaConf
 
-from recbench.app import bundled_data
+from recbench.run.construct import bundled_data
 from recbench.tasks.recbench_plus.data import load_query_records, load_released, query_type_of
 from recbench.tasks.recbench_plus.task import RecBenchPlusTask
 

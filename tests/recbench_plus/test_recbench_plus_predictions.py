@@ -7,12 +7,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from recbench.backends.predictions import PredictionsBackend
-from recbench.cache import ResponseCache, cache_key
-from recbench.loop import EvalLoop
-from recbench.runstore import RunStore
+from recbench.store.response_cache import ResponseCache, cache_key
+from recbench.run.loop import EvalLoop
+from recbench.store.runstore import RunStore
 from recbench.tasks.recbench_plus.data import released_examples
 from recbench.tasks.recbench_plus.task import RecBenchPlusTask
-from recbench.types import Request, SamplingParams
+from recbench.api.types import Request, SamplingParams
 
 
 def write(tmp_path, rows):
@@ -65,7 +65,7 @@ def test_a_configured_adapter_travels_with_every_request(tmp_path):
     _, _, plain = run_scripted(tmp_path / "b", ["task=recbench_plus", "method=assistant", "limit=3"],
                                lambda r: "Title A [SEP] Title B")
     assert {r.adapter for r in plain} == {None}
-    from recbench.cache import KeyMaker
+    from recbench.store.response_cache import KeyMaker
 
     km = KeyMaker({"kind": "scripted"})
     assert km.key(seen[0]) != km.key(next(p for p in plain if p.messages == seen[0].messages))

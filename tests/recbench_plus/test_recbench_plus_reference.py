@@ -10,13 +10,15 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from recbench.app import bundled_data, run_from_config
-from recbench.catalogue import methods_for_task
+from recbench.run.construct import bundled_data
+
+from recbench.run.evaluate import run_from_config
+from recbench.cli.catalogue import methods_for_task
 from recbench.kg.graph import KnowledgeGraph
-from recbench.registry import ConfigError
+from recbench.api.errors import ConfigError
 from recbench.report import build_report
 from recbench.tasks.recbench_plus.reference import BM25Items, PopularMatch
-from recbench.types import Example
+from recbench.api.types import Example
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
 

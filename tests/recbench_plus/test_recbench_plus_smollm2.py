@@ -9,7 +9,9 @@ from tests.helpers import read_samples
 import pytest
 from hydra import compose, initialize_config_module
 
-from recbench.app import register_resolvers, run_from_config
+from recbench.run.construct import register_resolvers
+
+from recbench.run.evaluate import run_from_config
 
 TYPES = {"explicit", "implicit", "misinformed", "interest", "demographics"}
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from recbench.app import bundled_data
+from recbench.run.construct import bundled_data
 from recbench.tasks.recbench_plus.train.common import stage_config
 from recbench.training.lora import adapter_tensors
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from recbench.app import bundled_data, register_resolvers
+from recbench.run.construct import bundled_data, register_resolvers
 from recbench.tasks.recbench_plus import metrics as M
 from recbench.tasks.recbench_plus.task import RecBenchPlusTask
 from recbench.tasks.recbench_plus.train.reward import RecBenchPlusReward, completion_text

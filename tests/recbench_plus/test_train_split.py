@@ -6,13 +6,13 @@ import pytest
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from recbench.app import bundled_data, register_resolvers
-from recbench.registry import ConfigError
+from recbench.run.construct import bundled_data, register_resolvers
+from recbench.api.errors import ConfigError
 from recbench.tasks.recbench_plus.train.records import load_part, rft_records, sft_records, target
 from recbench.tasks.recbench_plus.train.split import (HeldoutRecBenchPlusTask, answer_items, in_heldout, query_key,
                                                        split_key, split_queries)
 from recbench.tasks.recbench_plus.task import RecBenchPlusTask
-from recbench.types import Example
+from recbench.api.types import Example
 from tests.helpers import compose_cfg
 
 
@@ -76,7 +76,7 @@ def test_training_records_use_the_evaluation_prompt_and_answer_format():
     answer = recs[0]["completion"][0]["content"]
     assert answer.split(" [SEP] ") == train[0].data["gt_titles"]
     # the evaluation scores the target as a perfect answer
-    from recbench.types import Outcome
+    from recbench.api.types import Outcome
     assert task.score(train[0], Outcome(prediction=answer))["recall"] == 1.0
     assert [r["example_id"] for r in rft_records(task, train)] == [e.id for e in train]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from recbench.app import run_from_config
-from recbench.cost import run_cost
-from recbench.plan import plan_from_config
+from recbench.run.evaluate import run_from_config
+from recbench.run.cost import run_cost
+from recbench.run.plan import plan_from_config
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
@@ -80,7 +80,7 @@ def test_plan_needs_no_model_for_reference_rows_and_rejects_unknown_modes(tmp_pa
 
 
 def test_plan_power_uses_the_paired_sd_of_earlier_runs(tmp_path):
-    from recbench.compare import paired_sd_from_runs
+    from recbench.stats.verdicts import paired_sd_from_runs
     from recbench.stats.power import min_detectable_difference, power
 
     runs = tmp_path / "runs" / "perrec"

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from tests.doubles import ScriptedBackend
 
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 from recbench.report import build_report, write_report
 from recbench.report.audit_tables import p_text
 from recbench.report.tables import MISSING, fmt

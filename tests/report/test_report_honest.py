@@ -12,7 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recbench.app import print_summary, run_from_config
+from recbench.cli.summary import print_summary
+
+from recbench.run.evaluate import run_from_config
 from recbench.report import build_report, write_report
 from recbench.report.layouts import Layouts
 from recbench.report.tables import Cell, Table, mark_best

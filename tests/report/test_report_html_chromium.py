@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from report_cdp import check_report_page, find_chromium
 
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 from recbench.report import write_report
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
@@ -45,7 +45,7 @@ def test_sweep_report_letters_and_comparisons_equal_recbench_compare_json(tmp_pa
     import subprocess
     import sys
 
-    from recbench.compare import Comparison, ci_disagrees, letters
+    from recbench.stats.verdicts import Comparison, ci_disagrees, letters
     from recbench.report.tables import fmt
 
     diffs = "task.difficulties=[easy,hard]"

@@ -7,8 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recbench.app import bundled_data, run_from_config
-from recbench.published import load_published, outside_ci
+from recbench.run.construct import bundled_data
+
+from recbench.run.evaluate import run_from_config
+from recbench.report.published import load_published, outside_ci
 from recbench.report import build_report, write_report
 from recbench.tasks.perrec.data import load_examples
 from recbench.tasks.perrec.released import write_released

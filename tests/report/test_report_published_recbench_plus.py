@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from recbench.app import bundled_data, run_from_config
-from recbench.published import load_benchmark, load_file, outside_ci, published_dir
+from recbench.run.construct import bundled_data
+
+from recbench.run.evaluate import run_from_config
+from recbench.report.published import load_benchmark, load_file, outside_ci, published_dir
 from recbench.report import build_report, write_report
 from recbench.tasks.recbench_plus.presentation import OUTSIDE_MARK
 from tests.doubles import ScriptedBackend

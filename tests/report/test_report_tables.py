@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from tests.doubles import ScriptedBackend
 
-from recbench.app import run_from_config
-from recbench.metrics import summarize
+from recbench.run.evaluate import run_from_config
+from recbench.stats.bootstrap import summarize
 from recbench.report import build_report, write_report
 from recbench.report.tables import MISSING
 from tests.helpers import compose_cfg, listwise_answer

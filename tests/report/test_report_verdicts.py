@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 from recbench.report import write_report
 from recbench.stats import compact_letters
 from tests.doubles import ScriptedBackend

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from recbench.app import run_from_config
-from recbench.summary import MAX_WIDTH, fold, iter_lines, print_summary, run_tables, slice_rows
-from recbench.task import Task
+from recbench.run.evaluate import run_from_config
+from recbench.cli.summary import MAX_WIDTH, fold, iter_lines, print_summary, run_tables, slice_rows
+from recbench.api.task import Task
 from tests.helpers import compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -200,7 +200,7 @@ def test_sweep_table_lists_a_failed_job_last(perrec, tmp_path):
     bad = root / "perrec/gpt4o/listwise/default"
     bad.mkdir(parents=True)
     (bad / "job_failed.json").write_text(json.dumps({"error": "BackendUnavailable: server down", "exit_code": 2}))
-    from recbench.summary import sweep_table
+    from recbench.cli.summary import sweep_table
 
     text = "\n".join(iter_lines([sweep_table(root)]))
     rows = _rows(text)

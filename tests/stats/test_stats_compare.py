@@ -1,4 +1,4 @@
-"""recbench.compare on hand-written run dirs: clusters, binary metrics, id intersection, undefined values, pooled
+"""recbench.stats.verdicts on hand-written run dirs: clusters, binary metrics, id intersection, undefined values, pooled
 seeds, corpus metrics, slices, letters and errors, each checked against a direct scipy/statsmodels computation."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
-from recbench.compare import CompareError, compare_runs, letters
 from recbench.stats import cluster_means, paired_bootstrap_ci, sign_flip_test
+from recbench.stats.verdicts import CompareError, compare_runs, letters
 
 
 def write_run(d: Path, values: dict[str, list], *, task="toy", method="m", seed=0, cluster_by=None, meta=None,
@@ -149,9 +149,9 @@ def test_errors(tmp_path):
 
 
 def test_monte_carlo_p_values_are_refined_where_the_corrected_verdict_is_uncertain():
-    from recbench.compare import Comparison, correct, refine_monte_carlo
     from recbench.stats.paired import sign_flip_mc_se
     from recbench.stats.paired import sign_flip_test as sft
+    from recbench.stats.verdicts import Comparison, correct, refine_monte_carlo
 
     rng = np.random.default_rng(9)
     d = rng.normal(0.36, 1.0, 100)  # p about 0.0005: with 60 comparisons Holm puts it near 0.05
@@ -176,7 +176,7 @@ def test_monte_carlo_p_values_are_refined_where_the_corrected_verdict_is_uncerta
 
 
 def test_paired_sd_for_planning(tmp_path):
-    from recbench.compare import paired_sd_from_runs
+    from recbench.stats.verdicts import paired_sd_from_runs
 
     rng = np.random.default_rng(5)
     a = rng.normal(0, 1, 400)

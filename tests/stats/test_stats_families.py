@@ -1,4 +1,4 @@
-"""One family rule (issue 20, item 2): recbench.compare corrects within each (task, metric, slice) over its pairs of
+"""One family rule (issue 20, item 2): recbench.stats.verdicts corrects within each (task, metric, slice) over its pairs of
 runs, names the family and its size in every record and on screen, says which CI it prints, and gives no verdict for
 a metric without a direction. Hand-written run dirs; every adjusted p against statsmodels' multipletests."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ from rich.console import Console
 from statsmodels.stats.multitest import multipletests
 from test_stats_compare import write_run
 
-from recbench.compare import CompareError, ci_disagrees, compare_runs, letters, print_table
+from recbench.cli.compare import print_table
+from recbench.stats.verdicts import CompareError, ci_disagrees, compare_runs, letters
 
 HIGHER = {"higher_is_better": True, "direction": "higher", "binary": False, "aggregation": "mean"}
 LOWER = {"higher_is_better": False, "direction": "lower", "binary": False, "aggregation": "mean"}
@@ -89,7 +90,7 @@ def test_a_ci_excluding_zero_beside_ns_has_its_reason_on_screen(tmp_path):
 def test_metrics_without_a_direction_get_p_values_but_never_a_verdict(tmp_path, caplog):
     """n_recommended is registered without a direction (a count); 'issue20_mystery' is recorded by nobody. Both
     differ hugely between the runs: p-values yes, 'better' and letters no; the terminal says why."""
-    caplog.set_level(logging.WARNING, logger="recbench.metric_registry")
+    caplog.set_level(logging.WARNING, logger="recbench.api.metrics")
     rng = np.random.default_rng(6)
     for name, k in (("a", 2.0), ("b", 9.0)):
         vals = {"n_recommended": (k + rng.integers(0, 2, 60)).tolist(), "issue20_mystery": (k + rng.random(60)).tolist(),

@@ -177,8 +177,14 @@ def test_monte_carlo_se_of_the_two_sided_p_matches_its_spread_over_seeds():
 def test_refinement_reaches_the_target_se_for_every_p_it_refines():
     """Below REFINE_BELOW the Monte Carlo p gets enough sign vectors for TARGET_MC_SE with the two-sided error (up
     to 760,000 at p = 0.1); at or above it, the first 10,000 are kept."""
-    from recbench.stats.paired import (FIRST_RESAMPLES, MAX_RESAMPLES, REFINE_BELOW, TARGET_MC_SE, resamples_for_se,
-                                       sign_flip_mc_se)
+    from recbench.stats.paired import (
+        FIRST_RESAMPLES,
+        MAX_RESAMPLES,
+        REFINE_BELOW,
+        TARGET_MC_SE,
+        resamples_for_se,
+        sign_flip_mc_se,
+    )
 
     assert resamples_for_se(REFINE_BELOW, TARGET_MC_SE) <= MAX_RESAMPLES
     rng = np.random.default_rng(3)
@@ -196,7 +202,7 @@ def test_refinement_reaches_the_target_se_for_every_p_it_refines():
 
 
 def test_compare_help_states_the_refinement_the_code_does():
-    from recbench.compare import build_parser
+    from recbench.cli.compare import build_parser
     from recbench.stats.paired import FIRST_RESAMPLES, REFINE_BELOW, TARGET_MC_SE
 
     text = " ".join(build_parser().format_help().split())

@@ -14,9 +14,9 @@ from omegaconf import OmegaConf
 from recbench.tasks.perrec.data import true_order
 from recbench.tasks.perrec.task import PerRecTask
 
-from recbench.compare import System, compare_pair, compare_runs
+from recbench.api.types import Outcome
 from recbench.stats import min_detectable_difference, paired_test, power
-from recbench.types import Outcome
+from recbench.stats.verdicts import System, compare_pair, compare_runs
 from tests.helpers import compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -214,7 +214,7 @@ def test_agrees_with_ranx_compare_on_ndcg(sequential_runs):
     from hydra.utils import get_class
     from ranx import Qrels, Run, compare
 
-    from recbench.schema import read_run
+    from recbench.store.schema import read_run
 
     cfg = compose_cfg(["task=llmrec_sequential", "method=random"])
     task = get_class(cfg.task._target_)(cfg.task)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from recbench.app import run_from_config
+from recbench.run.evaluate import run_from_config
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
 from tests.view.view_doubles import scripted_answer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recbench import view
+from recbench.cli import view
 from tests.view.view_doubles import HOSTILE
 from tests.report.report_cdp import Chromium, find_chromium
 

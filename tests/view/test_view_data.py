@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 
-from recbench import view
+from recbench.cli import view
 from tests.view.view_doubles import HOSTILE
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from scipy.stats import kendalltau
 
-from recbench import view
-from recbench.app import run_from_config
-from recbench.schema import SampleRecord, read_run
+from recbench.cli import view
+from recbench.run.evaluate import run_from_config
+from recbench.store.schema import SampleRecord, read_run
 from tests.helpers import compose_cfg, run_scripted
 
 FIXTURE_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "run_v1_perrec_listwise"

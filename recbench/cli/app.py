@@ -1,0 +1,167 @@
+"""The Hydra application: config -> task, method, backend, cache, run store -> loop -> metrics.json + table."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig
+
+from recbench.api.errors import ConfigError
+from recbench.cli.exits import (
+    EXIT_CANNOT_RUN,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    _on_sigterm,
+    _user_errors,
+    exit_code,
+    interrupted,
+    worst_code,
+)
+from recbench.cli.overrides import (
+    add_default_method,
+    check_overrides,
+    config_file_error,
+)
+from recbench.cli.summary import print_summary
+from recbench.cli.sweep import failed_job_codes, write_job_failed
+from recbench.run.construct import CONFIG_MODULE, register_resolvers
+from recbench.run.evaluate import run_from_config
+from recbench.store.redact import redact_text
+from recbench.store.rundir import (
+    discard_unused,
+    remove_if_empty,
+    runs_root,
+    unusable_root,
+)
+
+log = logging.getLogger("recbench")
+
+
+def _redact_hydra_files(hc: Any, run_dir: str, in_sweep: bool) -> None:
+    """Mask URL secrets (user info, query) in the config copies Hydra wrote before recbench ran."""
+    from recbench.store.redact import redact_files
+
+    files = []
+    if hc.output_subdir:
+        files += [Path(run_dir, hc.output_subdir, n) for n in ("config.yaml", "hydra.yaml", "overrides.yaml")]
+    if in_sweep:
+        files.append(Path(str(hc.sweep.dir), "multirun.yaml"))
+    redact_files(files)
+
+
+def main() -> None:
+    """`python -m recbench ...`: SIGTERM handled like Ctrl-C (one line saying what was kept, exit 143 / 130)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _main()
+    except KeyboardInterrupt as e:  # outside a job (checks, Hydra's own code); a job's own handler says more
+        code, line = interrupted(e)
+        print(line, file=sys.stderr)
+        sys.exit(code)
+
+
+def _main() -> None:
+    """Validate overrides, then hand over to Hydra; exit with an honest code."""
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+
+    register_resolvers()
+    sys.argv[1:] = add_default_method(sys.argv[1:])
+    import yaml
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        check_overrides(sys.argv[1:])
+    except ConfigError as e:
+        print(f"recbench: config error: {e}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+    except (OmegaConfBaseException, HydraException) as e:  # e.g. a wrong type for a typed key (seed=abc)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        key = getattr(e, "full_key", None)
+        print(f"recbench: config error: {key + ': ' if key else ''}{first}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+    except (yaml.YAMLError, UnicodeDecodeError) as e:  # a config file of the user's own (hydra.searchpath)
+        print(f"recbench: config error: {config_file_error(e)}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+    from recbench.cli.sweep import check_sweep, is_multirun, sweep_message
+
+    if is_multirun(sys.argv[1:]):  # every combination composed and checked before the first job starts
+        bad, total = check_sweep(sys.argv[1:])
+        if bad:
+            print(f"recbench: config error: {sweep_message(bad, total)}", file=sys.stderr)
+            sys.exit(EXIT_CANNOT_RUN)
+    codes: list[int] = []
+
+    @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
+    def _app(cfg: DictConfig) -> Optional[float]:
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        run_dir = hc.runtime.output_dir
+        in_sweep = hc.mode == RunMode.MULTIRUN
+        if in_sweep:
+            Path(run_dir, "job_failed.json").unlink(missing_ok=True)  # a stale one from an earlier attempt
+        _redact_hydra_files(hc, run_dir, in_sweep)
+        try:
+            if cfg.mode != "run":  # mode=plan: count requests/tokens/cost, call no model
+                from recbench.run.plan import run_mode
+
+                run_mode(cfg, run_dir)
+                codes.append(EXIT_OK)
+                return None
+            metrics = run_from_config(cfg, run_dir)
+        except _user_errors() as e:
+            kind = "config error" if isinstance(e, ConfigError) else "error"
+            print(f"recbench: {kind}: {redact_text(str(e))}", file=sys.stderr)
+            codes.append(EXIT_CANNOT_RUN)
+            if in_sweep:  # the sweep goes on; the report lists the job and the exit code says it failed
+                write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
+            else:  # a refused run leaves no run dir holding only Hydra's files (e.g. mode=<unknown>)
+                discard_unused(run_dir)
+            return None
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line saying what was kept
+            code, line = interrupted(e)
+            print(line, file=sys.stderr)
+            codes.append(code)
+            raise SystemExit(code) from None
+        except Exception as e:  # noqa: BLE001 - a bug or an unforeseen failure in one sweep job spares its siblings
+            if not in_sweep:
+                raise
+            f = write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
+            print(f"recbench: job failed: {type(e).__name__}: {e} (traceback in {f}); the sweep goes on",
+                  file=sys.stderr)
+            codes.append(EXIT_CANNOT_RUN)
+            return None
+        print_summary(metrics, brief=in_sweep)  # a sweep ends with one table of all its runs
+        code = exit_code(metrics)
+        codes.append(code)
+        if code == EXIT_INCOMPLETE:
+            n = metrics["counts"]["examples"]
+            missing = metrics["this_invocation"]["backend_errors"]
+            print(f"recbench: incomplete: {missing} example(s) abandoned after backend errors ({n} finished); "
+                  "the same command retries them", file=sys.stderr)
+        return metrics["metrics"].get(metrics["headline_metric"], {}).get("mean")
+
+    root = runs_root()
+    blocked = unusable_root(root)  # Hydra makes the run dir before recbench runs: say it here, in one line
+    if blocked:
+        print(f"recbench: error: {blocked}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+    fresh = not root.exists()
+    _app()
+    if fresh:  # a runs dir this invocation made and left empty (every job refused) is not left behind
+        remove_if_empty(root)
+    from recbench.report.callback import last_sweep_dir
+
+    sweep_codes = failed_job_codes(last_sweep_dir()) if is_multirun(sys.argv[1:]) else []
+    code = worst_code(codes + sweep_codes)
+    if is_multirun(sys.argv[1:]) and code != EXIT_OK:
+        n_failed = max(sum(1 for c in codes if c != EXIT_OK), len(sweep_codes))
+        print(f"recbench: sweep finished with {n_failed} failed or incomplete job(s); see job_failed.json in their "
+              f"run dirs and the sweep report (exit {code})", file=sys.stderr)
+    sys.exit(code)

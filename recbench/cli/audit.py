@@ -1,0 +1,31 @@
+"""`python -m recbench.audit RUN_DIR [--metric M]`: the order-audit block of a run dir's records, as JSON."""
+from __future__ import annotations
+
+from typing import Optional
+
+from recbench.audits.order import audit_aggregates
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """`python -m recbench.audit RUN_DIR [--metric M]`: the order-audit block of a run dir's records, as JSON (works
+    on an unfinished run: what samples.jsonl holds so far)."""
+    import argparse
+    import json
+
+    from recbench.store.schema import read_run
+
+    ap = argparse.ArgumentParser(prog="python -m recbench.audit", description=main.__doc__)
+    ap.add_argument("run_dir")
+    ap.add_argument("--metric", default=None, help="per-example metric to summarise (default: the run's headline)")
+    a = ap.parse_args(argv)
+    run = read_run(a.run_dir, require_result=False)
+    recs = list(run.samples())
+    metric = a.metric or getattr(run.result, "headline_metric", None)
+    if metric is None:  # an unfinished run has no metrics.json: the first metric of the records
+        metric = next(iter(recs[0].metrics), "score") if recs else "score"
+    print(json.dumps({"run_dir": a.run_dir, "examples": len(recs), **audit_aggregates(recs, metric)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

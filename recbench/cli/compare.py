@@ -1,0 +1,138 @@
+"""`python -m recbench.compare RUN_DIR RUN_DIR [...]`: paired verdicts between runs as a terminal table and JSON."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+
+from recbench.stats.paired import FIRST_RESAMPLES, REFINE_BELOW, TARGET_MC_SE
+from recbench.stats.verdicts import (
+    CI_MEANING,
+    CompareError,
+    Comparison,
+    ci_disagrees,
+    compare_runs,
+    family_line,
+    letters,
+    verdict_of,
+    write_json,
+)
+from recbench.store.schema import SchemaError
+
+
+# ---- terminal -----------------------------------------------------------------------------------------
+def _fmt(x: float | None, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    s = f"{x:.{digits}f}"
+    return "0." + "0" * digits if s.startswith("-") and float(s) == 0 else s
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None or not math.isfinite(p):
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def print_table(comparisons: Sequence[Comparison], correction: str, console=None) -> None:
+    """A rich table of the comparisons, with the family of each corrected p and what the CI is."""
+    from rich.console import Console
+    from rich.table import Table
+
+    # at most 120 columns (narrower on a narrower terminal): one table per pair of runs, named in its title (a vs b);
+    # a metric, test or family size that every row shares is said once above the tables instead of in a column
+    console = console or Console(width=min(120, Console().width) if sys.stdout.isatty() else 120)
+    cols = ("metric", "slice", "n", "mean a", "mean b", "diff", "95% CI", "test", "p", "p adj", "fam", "verdict")
+    flagged = False
+    pairs: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+    for c in comparisons:
+        verdict = c.verdict or verdict_of(c)
+        verdict = {f"{c.run_a} better": "a better", f"{c.run_b} better": "b better"}.get(verdict, verdict)
+        if ci_disagrees(c):
+            verdict += " *"
+            flagged = True
+        pairs.setdefault((c.run_a, c.run_b), []).append((
+            c.metric, c.slice, str(c.n), _fmt(c.mean_a, 3), _fmt(c.mean_b, 3), _fmt(c.diff, 3),
+            f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
+            str(c.family_size) if c.test != "none" else "-", verdict))
+    rows = [r for rs in pairs.values() for r in rs]
+    same = [i for i, col in enumerate(cols)
+            if col in ("metric", "test", "fam") and rows and len({r[i] for r in rows}) == 1]
+    console.print(f"paired comparisons (diff = a - b; 95% CI: unadjusted paired bootstrap; p adj: {correction} within "
+                  "each family = one metric and slice, over its pairs of runs; fam = family size"
+                  + "".join(f"; {cols[i]}: {rows[0][i]}" for i in same) + ")", highlight=False)
+    for (run_a, run_b), prows in pairs.items():
+        t = Table(title=f"a = {run_a}  vs  b = {run_b}", title_justify="left")
+        for i, col in enumerate(cols):
+            if i not in same:
+                numeric = col in ("n", "mean a", "mean b", "diff", "95% CI", "p", "p adj", "fam")
+                t.add_column(col, justify="right" if numeric and col != "95% CI" else "left",
+                             no_wrap=numeric or col in ("metric", "slice"), overflow="fold")
+        for r in prows:
+            t.add_row(*(v for k, v in enumerate(r) if k not in same))
+        console.print(t)
+    line = family_line(comparisons)
+    if line:
+        console.print(line)
+    if flagged:
+        console.print(f"* the CI is the {CI_MEANING}; the verdict uses the p-value adjusted over the family "
+                      f"({correction} over 'fam' pairs), so near the threshold the two can disagree")
+    for d in ("none", "unknown"):
+        names = sorted({c.metric for c in comparisons if c.direction == d})
+        if names:
+            console.print(f"{'no direction (descriptive)' if d == 'none' else 'direction unknown (not registered)'}: "
+                          f"{', '.join(names)}: differences and p-values only, never 'better' or letters")
+    for task, metric in dict.fromkeys((c.task, c.metric) for c in comparisons if c.slice == "all" and c.test != "none"):
+        try:
+            groups = letters(comparisons, metric, task=task)
+        except CompareError:
+            continue
+        console.print(f"significance groups ({task} {metric}, all; best first; a shared letter = not distinguishable): "
+                      + ", ".join(f"{row} {lt}" for row, lt in groups.items()))
+    for note in dict.fromkeys(c.note for c in comparisons if c.note and c.test != "none"):
+        console.print(f"note: {note}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line arguments."""
+    p = argparse.ArgumentParser(prog="python -m recbench.compare", description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", help="run dirs or sweep dirs")
+    p.add_argument("--metric", action="append", help="compare only this metric (repeatable; default: all shared)")
+    p.add_argument("--test", default="auto", choices=("auto", "permutation", "wilcoxon", "mcnemar", "t"),
+                   help="auto = exact McNemar for 0/1 metrics, else sign-flip permutation")
+    p.add_argument("--correction", default="holm", choices=("holm", "bh", "none"),
+                   help="multiple-comparison correction within each family: one metric and slice, over its pairs of "
+                        "runs (the sweep report's families)")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--json", dest="json_path", help="write one record per (pair, metric, slice) to this file")
+    p.add_argument("--resamples", type=int, default=None,
+                   help="bootstrap and permutation resamples (default: 9999 bootstrap; permutation adaptive: "
+                        f"{FIRST_RESAMPLES:,} sign vectors, and below p {REFINE_BELOW:g} more until the Monte Carlo standard "
+                        f"error is at most {TARGET_MC_SE:g}, p to 3 decimals)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pool-seeds", action="store_true",
+                   help="runs that differ only in the seed are one row, averaged per example (Miller 2024)")
+    p.add_argument("--no-slices", action="store_true", help="overall only, no breakdown slices")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry: compare, print the table, optionally write JSON; exit 2 with one line on bad input."""
+    args = build_parser().parse_args(argv)
+    try:
+        comps = compare_runs(args.runs, metrics=args.metric, test=args.test, correction=args.correction,
+                             alpha=args.alpha, n_resamples=args.resamples, seed=args.seed,
+                             slices=not args.no_slices, pool_seeds_=args.pool_seeds, progress=True)
+    except (CompareError, SchemaError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_table(comps, args.correction)
+    if args.json_path:
+        write_json(comps, args.json_path)
+        print(f"wrote {len(comps)} records to {args.json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

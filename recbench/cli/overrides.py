@@ -1,0 +1,155 @@
+"""Command-line overrides checked before Hydra runs: unknown groups, keys and values named with the valid choices."""
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from recbench.api.errors import ConfigError, suggest
+from recbench.run.construct import CONFIG_MODULE
+
+log = logging.getLogger("recbench")
+
+
+# ---- friendly validation of command-line overrides ---------------------------------------------
+def check_overrides(argv: list[str]) -> None:
+    """Fail early, listing valid choices, on an unknown config group value or key."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = [a for a in argv if "=" in a and not a.startswith("-")]
+    if not args:
+        return
+    parsed = OverridesParser.create().parse_overrides(args)
+    # a user's own config folders (hydra.searchpath=[file://...]) add choices: look them up there too
+    search = [a for a in args if a.split("=", 1)[0] == "hydra.searchpath"]
+    if _composes_cleanly(args, parsed, search):
+        return
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        groups = set(loader.list_groups(""))
+        chosen: list[str] = []
+        for o in parsed:
+            key = o.key_or_group
+            if o.package or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
+                continue
+            values = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [o.get_value_element_as_str()]
+            if key in groups:
+                options = loader.get_group_options(key, config_name="config", overrides=search)
+                for v in values:
+                    if v not in options:
+                        valid, scope = _choices_for_task(key, options, parsed)
+                        raise ConfigError(f"Unknown {key} '{v}'.{suggest(v, valid)} Valid choices for {key}{scope}: "
+                                          f"{', '.join(sorted(valid))}"
+                                          + (" (every task's: python -m recbench list methods)" if scope else ""))
+                chosen.append(f"{key}={values[0]}")
+        cfg = compose(config_name="config", overrides=search + chosen)
+        for o in parsed:
+            key = o.key_or_group
+            if key in groups or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
+                continue
+            node: Any = cfg
+            parts = key.split(".")
+            for depth, part in enumerate(parts):
+                if not isinstance(node, DictConfig) or part not in list(node.keys()):  # keys(): `???` counts too
+                    where = ".".join(parts[:depth]) or "the top level"
+                    valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
+                    raise ConfigError(
+                        f"Unknown config key '{key}'.{suggest(part, [str(v) for v in valid])} Valid keys at {where}: "
+                        f"{', '.join(map(str, valid))}. (To add a new key on purpose use +{key}=...)"
+                    )
+                node = node[part]
+        # values of typed keys (seed=abc, limit=x) fail here, at compose time, with the key named
+        plain = [a for a, o in zip(args, parsed) if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")
+                 and o.key_or_group not in groups]
+        try:
+            compose(config_name="config", overrides=search + chosen + plain)
+        except Exception as e:  # noqa: BLE001 - hydra/omegaconf composition errors: one line naming the override
+            cause = e.__cause__ or e
+            lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
+            raise ConfigError(f"{lines[0] if lines else type(cause).__name__} "
+                              f"({next((ln for ln in lines if ln.startswith('full_key')), 'override').strip()})") from None
+    GlobalHydra.instance().clear()
+
+
+def _choices_for_task(group: str, options: list[str], parsed: list[Any]) -> tuple[list[str], str]:
+    """(choices, ' with task=T'): for `method`, only the methods the one chosen task accepts (the command's task=,
+    else the default task); every option otherwise, or when the task cannot be told."""
+    if group != "method":
+        return options, ""
+    from recbench.cli import catalogue
+
+    tasks = [o for o in parsed if o.key_or_group == "task" and not o.package]
+    if len(tasks) > 1 or (tasks and tasks[0].is_sweep_override()):
+        return options, ""
+    task = tasks[0].get_value_element_as_str() if tasks else catalogue.default_choice("task")
+    try:
+        valid = catalogue.methods_for_task(str(task), list(options))
+    except (ValueError, ImportError):  # a task of the user's own config folders: its methods cannot be told here
+        return options, ""
+    return (valid, f" with task={task}") if valid else (options, "")
+
+
+def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str]) -> bool:
+    """One compose of every override (the common case: nothing to report). True when it succeeds and each plain
+    key override sets a key of a struct node (one that could not have been created by the override); anything
+    else (a sweep, a package override, a failure) goes to the detailed checks, which name the problem."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    if any(o.is_sweep_override() or o.package for o in parsed):
+        return False
+    own = [a for a, o in zip(args, parsed) if not o.key_or_group.startswith("hydra")]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+            groups = set(GlobalHydra.instance().config_loader().list_groups(""))
+            cfg = compose(config_name="config", overrides=search + own)
+    except Exception:  # noqa: BLE001 - the detailed checks turn it into one line naming the override
+        return False
+    finally:
+        GlobalHydra.instance().clear()
+    for o in parsed:
+        key = o.key_or_group
+        if key in groups or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
+            continue
+        parent = OmegaConf.select(cfg, key.rsplit(".", 1)[0]) if "." in key else cfg
+        if not isinstance(parent, DictConfig):
+            return False
+        if not OmegaConf.is_struct(parent) and not _declared_field(parent, key.rsplit(".", 1)[-1]):
+            return False  # a key an open dict accepts silently: the detailed checks decide
+    return True
+
+
+def _declared_field(node: DictConfig, name: str) -> bool:
+    """True when an open node is typed by a structured config (e.g. model.backend) that declares `name`."""
+    import dataclasses
+
+    t = OmegaConf.get_type(node)
+    return dataclasses.is_dataclass(t) and name in {f.name for f in dataclasses.fields(t)}
+
+
+def config_file_error(e: BaseException) -> str:
+    """One line for a config file that is not YAML (naming the file and line) or not UTF-8."""
+    mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)  # an unclosed [ or " at its start
+    if mark is not None:
+        return (f"{mark.name}:{mark.line + 1}: not valid YAML ({getattr(e, 'problem', None) or type(e).__name__}). "
+                "Fix the file")
+    if isinstance(e, UnicodeDecodeError):
+        return (f"a config file holds a byte that is not UTF-8 (0x{e.object[e.start]:02x} at byte {e.start}): re-save "
+                "it as UTF-8 (your own config folders: hydra.searchpath)")
+    return f"a config file cannot be read ({type(e).__name__}: {str(e).strip().splitlines()[0]}). Fix the file"
+
+
+def add_default_method(argv: list[str]) -> list[str]:
+    """Append `method=<task's default_method>` when one task is chosen and no method is given."""
+    tasks = [a.split("=", 1)[1] for a in argv if a.startswith("task=")]
+    if len(tasks) != 1 or "," in tasks[0] or any(a.startswith(("method=", "+method=")) for a in argv):
+        return argv
+    f = resources.files(CONFIG_MODULE).joinpath("task", f"{tasks[0]}.yaml")
+    default = OmegaConf.load(str(f)).get("default_method") if f.is_file() else None
+    return [*argv, f"method={default}"] if default else argv

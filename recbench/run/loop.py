@@ -1,0 +1,278 @@
+"""The one evaluation loop: a streaming scheduler over every example's method generator.
+
+Each example's method is a generator that yields lists of Requests. A request is answered from the response
+cache when it can be (cache hits resume their example at once, cascading), otherwise it joins one queue that
+the backend pulls from (`Backend.stream`): API backends keep `concurrency` requests in flight, batch engines
+take batches of whatever is ready. As soon as an answer arrives it is written to the cache, and its example
+resumes the moment its last pending answer is in: examples advance independently, with no round or chunk
+barrier. Identical requests in flight are sent once. Finished examples are appended to samples.jsonl per step.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from recbench.backends.base import Backend
+from recbench.store.response_cache import KeyMaker, ResponseCache
+from recbench.store.runstore import RunStore
+from recbench.store.schema import CallRecord, Counts, ErrorRecord, SampleRecord, SliceResult
+from recbench.api.task import Method, Task
+from recbench.api.types import Example, MethodGen, Outcome, Request, Response
+
+if TYPE_CHECKING:
+    from recbench.run.construct import LazyBackend
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Active:
+    example: Example
+    gen: MethodGen
+    pending: list[Request] = field(default_factory=list)
+    answers: list[Optional[Response]] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    missing: int = 0
+
+
+@dataclass
+class LoopStats:
+    """Counters of one invocation of the loop."""
+
+    examples_total: int = 0
+    examples_skipped: int = 0
+    examples_finished: int = 0
+    backend_errors: int = 0
+    backend_calls: int = 0  # requests actually sent to the backend
+    cache_hits: int = 0
+    cache_misses: int = 0
+    prompt_tokens: int = 0  # of requests sent to the backend in this invocation
+    completion_tokens: int = 0
+    wall_time_s: float = 0.0
+
+
+class EvalLoop:
+    """Runs one (task, method, backend) over examples; resumable through the run store and the cache."""
+
+    def __init__(self, task: Task, method: Method, backend: Optional[Backend], cache: ResponseCache,
+                 store: RunStore, *, chunk_size: Optional[int] = None, store_prompts: bool = True,
+                 progress: bool = True, backend_factory: Optional["LazyBackend"] = None):
+        self.task, self.method, self.cache, self.store = task, method, cache, store
+        self._backend = backend
+        self._backend_factory = backend_factory
+        self.max_active = chunk_size  # examples in progress at once (None = all)
+        self.store_prompts = store_prompts
+        self.progress = progress
+        self.stats = LoopStats()
+        self._keys: Optional[KeyMaker] = KeyMaker(backend.identity()) if backend is not None else None
+
+    @property
+    def backend(self) -> Optional[Backend]:
+        """The backend, built on first need (the first cache miss) when only a factory was given."""
+        if self._backend is None and self._backend_factory is not None:
+            self._backend = self._backend_factory()
+        return self._backend
+
+    def _key_maker(self) -> KeyMaker:
+        if self._keys is None:
+            src = self._backend if self._backend is not None else self._backend_factory
+            if src is None:
+                raise RuntimeError(f"method '{self.method.name}' asked a model but no backend is configured")
+            self._keys = KeyMaker(src.identity())  # a lazy factory fingerprints the model without loading it
+        return self._keys
+
+    # ---- driving generators ------------------------------------------------------------------
+    def run(self, examples: list[Example]) -> LoopStats:
+        """Evaluate the examples not yet finished in the run dir; append one record per finished example."""
+        t0 = time.time()
+        done = self.store.finished_ids()
+        todo = deque(e for e in examples if e.id not in done)
+        self.stats.examples_total = len(examples)
+        self.stats.examples_skipped = len(examples) - len(todo)
+        self.method.prepare(examples)
+        self._todo = todo
+        self._active = 0
+        self._to_resolve: list[tuple[_Active, int, str]] = []  # request slots waiting for a cache lookup
+        self._ready: deque[tuple[str, Request]] = deque()  # cache misses waiting for the backend
+        self._waiting: dict[str, list[tuple[_Active, int]]] = {}  # key -> slots waiting for its answer
+        self._finished: list[SampleRecord] = []
+        self._sent: dict[int, str] = {}  # id(request) -> cache key, for requests handed to the backend
+        from recbench.run.progress import RequestProgress  # tqdm: only when something runs
+
+        self._progress = RequestProgress(f"{self.task.name}/{self.method.name}", len(todo),
+                                         exact=self.method.asks_one_round(), enabled=self.progress)
+        try:
+            self._settle()
+            if self._ready:
+                backend = self.backend  # built here on the first cache miss (it says so, with its load time)
+                if backend is None:
+                    raise RuntimeError(f"method '{self.method.name}' asked a model but no backend is configured")
+                # every request is known now when the method has one round and every example is in progress
+                self._progress.start(self.stats.backend_calls + len(self._ready), all_known=not self._todo)
+                backend.stream(self._next_requests, self._on_response)
+            if self._waiting or self._ready or self._todo or self._active:
+                raise RuntimeError(f"loop ended with {self._active} examples unfinished (a backend returned early)")
+        finally:
+            self._flush()
+            self._progress.close()
+            self.stats.wall_time_s += time.time() - t0
+        return self.stats
+
+    def _admit(self) -> None:
+        """Start examples while fewer than max_active are in progress."""
+        while self._todo and (self.max_active is None or self._active < self.max_active):
+            ex = self._todo.popleft()
+            self._active += 1
+            self._advance(_Active(ex, self.method.run(ex)), None)
+
+    def _advance(self, act: _Active, responses: Optional[list[Response]]) -> None:
+        """Resume a generator with its responses; queue its next requests for a cache lookup, or finish it."""
+        try:
+            reqs = next(act.gen) if responses is None else act.gen.send(responses)
+        except StopIteration as stop:
+            self._finish(act, stop.value)
+            return
+        if not reqs:
+            raise RuntimeError(f"method {self.method.name} yielded an empty request list for {act.example.id}")
+        keys = self._key_maker()
+        act.pending, act.answers, act.missing = list(reqs), [None] * len(reqs), len(reqs)
+        self._to_resolve.extend((act, i, keys.key(r)) for i, r in enumerate(act.pending))
+
+    def _settle(self) -> None:
+        """Answer queued slots from the cache (hits resume examples, which may queue more), until only misses
+        are left; each miss key joins the backend queue once. Finished examples are written per step."""
+        self._admit()
+        while self._to_resolve:
+            batch, self._to_resolve = self._to_resolve, []
+            lookup = [k for _, _, k in batch if k not in self._waiting]
+            cached = self.cache.get_many(lookup) if lookup else {}
+            for act, i, k in batch:
+                if k in self._waiting:  # the same request is already on its way: share its answer
+                    self._waiting[k].append((act, i))
+                elif k in cached:
+                    self.stats.cache_hits += 1
+                    self._fill(act, i, k, cached[k])
+                else:
+                    self.stats.cache_misses += 1
+                    self._waiting[k] = [(act, i)]
+                    self._ready.append((k, act.pending[i]))
+            self._admit()
+        self._flush()
+        self._progress.grow(self.stats.backend_calls + len(self._ready))  # later rounds add requests
+
+    def _fill(self, act: _Active, i: int, key: str, resp: Response) -> None:
+        act.answers[i] = resp
+        act.calls.append(self._call_record(act.pending[i], key, resp))
+        act.missing -= 1
+        if act.missing == 0:
+            failed = [r for r in act.answers if r is not None and not r.ok]
+            if failed:
+                self._abandon(act, failed[0].error or "backend error")
+            else:
+                self._advance(act, list(act.answers))  # type: ignore[arg-type]
+
+    # ---- the backend side ----------------------------------------------------------------------
+    def _next_requests(self, k: int) -> list[Request]:
+        """Up to k cache misses for the backend (the in-flight key travels as the request's identity)."""
+        out = []
+        while self._ready and len(out) < k:
+            key, req = self._ready.popleft()
+            self._sent[id(req)] = key
+            out.append(req)
+        self.stats.backend_calls += len(out)
+        return out
+
+    def _on_response(self, req: Request, resp: Response) -> None:
+        """One answer arrived: persist it, fill every slot waiting for it, resume their examples."""
+        key = self._sent.pop(id(req))
+        self.stats.prompt_tokens += resp.prompt_tokens
+        self.stats.completion_tokens += resp.completion_tokens
+        if resp.ok:
+            self.cache.put(key, self._keys.model_name if self._keys else "", req, resp)  # type: ignore[union-attr]
+        for act, i in self._waiting.pop(key, []):
+            self._fill(act, i, key, resp)
+        self._settle()
+        self._progress.request_answered()
+
+    # ---- records ---------------------------------------------------------------------------------
+    def _call_record(self, req: Request, key: str, resp: Response) -> CallRecord:
+        rec = CallRecord(key=key[:20], purpose=req.purpose, response=resp.text, finish_reason=resp.finish_reason,
+                         cached=resp.cached, prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
+                         latency_s=None if resp.cached else resp.latency_s, error=resp.error)
+        if self.store_prompts:  # each distinct prompt once per run dir, in prompts.jsonl, referenced by its hash
+            rec.prompt, messages = self._key_maker().prompt_hash(req)
+            self.store.add_prompt(rec.prompt, messages)
+        return rec
+
+    def _finish(self, act: _Active, outcome: Any) -> None:
+        if not isinstance(outcome, Outcome):
+            raise TypeError(f"method {self.method.name} returned {type(outcome).__name__}, expected Outcome")
+        metrics = self.task.score(act.example, outcome)
+        self._finished.append(SampleRecord(id=act.example.id, meta=act.example.meta, prediction=outcome.prediction,
+                                           parse_status=outcome.parse_status, details=outcome.details,
+                                           metrics=metrics, calls=act.calls, truth=self.task.truth(act.example)))
+        self.stats.examples_finished += 1
+        self._active -= 1
+        self._progress.example_done()
+
+    def _flush(self) -> None:
+        """Write the examples finished in this step (one write, crash-safe: whole lines only)."""
+        if self._finished:
+            self.store.append_many(self._finished)
+            self._finished = []
+
+    def _abandon(self, act: _Active, error: str) -> None:
+        act.gen.close()
+        self.stats.backend_errors += 1
+        self._active -= 1
+        self._progress.example_done()
+        self.store.append_error(ErrorRecord(id=act.example.id, error=error, calls=act.calls))
+        log.warning("example %s abandoned after backend error (retried on rerun): %s", act.example.id, error)
+
+
+# ---- aggregation ------------------------------------------------------------------------------
+def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, level: float = 0.95,
+              seed: int = 0) -> dict[str, Any]:
+    """Per-metric mean + bootstrap CI overall and per breakdown value, plus parse counts and token totals.
+
+    Records are sorted by example id first, so the result does not depend on the order they finished in."""
+    from recbench.audits.order import audit_aggregates  # numpy and the audit: only when something is aggregated
+    from recbench.api.metrics import find_spec, metric_spec
+    from recbench.stats.bootstrap import summarize
+
+    records = sorted(records, key=lambda r: r.id)
+
+    def block(recs: list[SampleRecord]) -> dict[str, Any]:
+        names = list(dict.fromkeys(k for r in recs for k in r.metrics))
+        return {m: summarize([r.value(m) for r in recs], n_boot, level, seed) for m in names}
+
+    status = Counter(r.parse_status for r in records)
+    breakdown: dict[str, dict[str, SliceResult]] = {}
+    for key in task.breakdown_by:
+        values = task.slice_values(key, {str(r.meta.get(key)) for r in records if key in r.meta})
+        breakdown[key] = {v: SliceResult(n=len(sub), metrics=block(sub)) for v in values
+                          for sub in [[r for r in records if str(r.meta.get(key)) == v]]}
+    calls = [c for r in records for c in r.calls]
+    metrics = block(records)
+    extra = task.extra_aggregates(records)
+    extra.update(audit_aggregates(records, task.headline_metric))  # order audits, pairwise order consistency
+    names = list(metrics) + [k for k, v in extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return {
+        "headline_metric": task.headline_metric,
+        "metrics": metrics,
+        "breakdown": breakdown,
+        "counts": Counts(
+            examples=len(records), parsed=len(records) - status.get("failed", 0), parse_ok=status.get("ok", 0),
+            parse_repaired=status.get("repaired", 0), parse_failed=status.get("failed", 0),
+            parse_failure_rate=status.get("failed", 0) / len(records) if records else math.nan,
+            model_calls=len(calls), prompt_tokens=sum(c.prompt_tokens for c in calls),
+            completion_tokens=sum(c.completion_tokens for c in calls),
+            finish_length=sum(1 for c in calls if c.finish_reason == "length")),
+        "extra": extra,
+        "metric_info": {m: metric_spec(m).info() for m in names if m in metrics or find_spec(m) is not None},
+        "cluster_by": task.cluster_by,
+    }

@@ -1,0 +1,222 @@
+"""`mode=plan`: what a run would cost, without calling a model: requests, prompt tokens (model tokenizer when
+available), prompts over the context length, cached share, and estimated cost from the model's price table."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from recbench.store.response_cache import ResponseCache
+from recbench.run.cost import run_cost
+from recbench.api.errors import lookup
+from recbench.store.schema import PlanResult
+from recbench.api.types import Request, Response
+
+log = logging.getLogger(__name__)
+MAX_ROUNDS = 10_000  # per example: a method that never stops is a bug, not a plan
+
+
+Plan = PlanResult  # the numbers `mode=plan` prints (and writes to plan.json), typed in recbench.store.schema
+
+
+# ---- token counting -------------------------------------------------------------------------------
+class TokenCounter:
+    """Prompt tokens with the model's own tokenizer and chat template when it can be loaded offline, else ~chars/4."""
+
+    def __init__(self, model_cfg: DictConfig):
+        self.tok = None
+        self.source = "estimate: characters / 4 (no local tokenizer)"
+        b = model_cfg.get("backend") or {}
+        try:
+            from transformers import AutoTokenizer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+            if b.get("package") or b.get("gguf_file"):
+                from recbench.backends.hf import resolve_model_dir
+
+                folder = resolve_model_dir(str(b.get("model") or ""), b.get("package"))
+                self.tok = AutoTokenizer.from_pretrained(folder, gguf_file=b.get("gguf_file"))
+                self.source = f"model tokenizer ({b.get('gguf_file') or folder})"
+            else:
+                ident = model_cfg.get("hf_id") or (b.get("model") if b.get("_target_", "").endswith("HFBackend") else None)
+                if ident:
+                    self.tok = AutoTokenizer.from_pretrained(str(ident), local_files_only=True)
+                    self.source = f"model tokenizer ({ident}, local files)"
+        except Exception as e:  # noqa: BLE001 - any failure falls back to the estimate, and says so
+            log.info("plan: no tokenizer (%s); estimating tokens from characters", e)
+            self.tok = None
+
+    def count(self, req: Request) -> int:
+        """Prompt tokens of one chat request."""
+        msgs = req.message_dicts()
+        if self.tok is not None:
+            try:
+                if getattr(self.tok, "chat_template", None):
+                    ids = self.tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
+                    return len(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+                return len(self.tok("\n".join(m["content"] for m in msgs))["input_ids"])
+            except Exception:  # noqa: BLE001
+                pass
+        return max(1, sum(len(m["content"]) for m in msgs) // 4 + 4 * len(msgs))
+
+
+def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
+    """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
+    from recbench.audits.order import maybe_audit
+    from recbench.api.config import validate
+    from recbench.run.construct import build_task, select_examples
+    from recbench.store.schema import read_run
+
+    validate(cfg)
+    task = build_task(cfg)
+    method = task.make_method(cfg.method, cfg.sampling)
+    method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
+    examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
+    done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
+    todo = [e for e in examples if e.id not in done]
+    uses_model = method.needs_backend
+    p = Plan(task=task.name, model=str(cfg.model.name) if uses_model else "none", method=method.name,
+             examples=len(examples), already_finished=len(examples) - len(todo))
+    if not uses_model:
+        p.notes.append("this method needs no model: no requests, no cost")
+        p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
+        return p
+    backend_cfg = cfg.model.get("backend") or {}
+    model_name = str(backend_cfg.get("name") or cfg.model.name)
+    answers = ResponseCache.answers_by_request(cfg.cache.path, model_name) if cfg.cache.enabled else {}
+    counter = TokenCounter(cfg.model)
+    p.tokenizer = counter.source
+    ctx = cfg.model.get("context_length")
+    p.context_length = int(ctx) if ctx else None
+    method.prepare(examples)
+    seen: dict[str, int] = {}
+    completion_budget = 0
+    for ex in todo:
+        gen = method.run(ex)
+        try:
+            reqs = next(gen)
+            for _ in range(MAX_ROUNDS):
+                resps = []
+                for r in reqs:
+                    content = json.dumps(r.content_dict())
+                    p.requests += 1
+                    hit = answers.get(content)
+                    if content not in seen:
+                        seen[content] = counter.count(r)
+                        n = seen[content]
+                        p.unique_requests += 1
+                        p.prompt_tokens += n
+                        p.max_prompt_tokens = max(p.max_prompt_tokens, n)
+                        completion_budget += r.sampling.max_tokens
+                        p.max_completion_tokens = max(p.max_completion_tokens, r.sampling.max_tokens)
+                        if hit is not None:
+                            p.cached += 1
+                        else:
+                            p.prompt_tokens_uncached += n
+                        if p.context_length and n + r.sampling.max_tokens > p.context_length:
+                            p.over_context += 1
+                    if hit is None:
+                        p.requests_exact = False
+                        resps.append(Response(text="", prompt_tokens=seen[content]))
+                    else:
+                        resps.append(Response(**{k: hit[k] for k in ("text", "finish_reason", "prompt_tokens",
+                                                                       "completion_tokens") if k in hit}, cached=True))
+                reqs = gen.send(resps)
+        except StopIteration:
+            pass
+    # single-round methods: the count is exact whatever the answers; adaptive ones may ask more or fewer
+    p.requests_exact = p.requests_exact or method.asks_one_round()
+    if not p.requests_exact:
+        p.notes.append("adaptive method: later rounds were simulated with empty answers for uncached requests, "
+                       "so the request count is an estimate")
+    p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
+    if p.power and p.power["power_at_effect"] < float(cfg.plan.power):
+        p.notes.append(f"warning: with n={p.power['n']} the smallest paired difference detectable at "
+                       f"{float(cfg.plan.power):.0%} power is {p.power['mdd']:.3f} > plan.effect={p.power['effect']}: "
+                       "raise limit or plan a larger effect")
+    price = cfg.model.get("price")
+    if price:
+        share = (p.unique_requests - p.cached) / p.unique_requests if p.unique_requests else 0.0
+        p.cost = run_cost(price, p.prompt_tokens, completion_budget)
+        p.cost_uncached = run_cost(price, p.prompt_tokens_uncached, int(round(completion_budget * share)))
+        p.notes.append("cost is an upper bound: every answer is assumed to use its full max_tokens")
+    else:
+        p.notes.append(f"model '{cfg.model.name}' has no price table (model.price): cost not estimated")
+    return p
+
+
+def power_plan(cfg: DictConfig, task: Any, run_dir: str | Path, n_units: int) -> dict[str, Any]:
+    """Minimum detectable paired difference of the headline metric at plan.power / plan.alpha for n units, with the
+    sd of paired differences from earlier runs of the task (the runs root beside this run dir) or plan.sd."""
+    from recbench.stats.verdicts import paired_sd_from_runs
+    from recbench.stats.power import min_detectable_difference, power
+
+    metric = task.headline_metric
+    root = Path(run_dir).parents[2] if len(Path(run_dir).parents) > 2 else None
+    got = None
+    if root is not None and root.is_dir():
+        try:
+            got = paired_sd_from_runs([root], metric, task=task.name)
+        except Exception as e:  # noqa: BLE001 - unreadable earlier runs fall back to the stated default
+            log.info("plan: no paired sd from %s (%s)", root, e)
+    sd, source = (got.sd, got.source) if got else (float(cfg.plan.sd), "default plan.sd (no earlier run of this task)")
+    alpha, target, effect = float(cfg.plan.alpha), float(cfg.plan.power), float(cfg.plan.effect)
+    n = max(2, n_units)
+    return {"metric": metric, "n": n_units, "sd": sd, "sd_source": source, "alpha": alpha, "power": target,
+            "mdd": min_detectable_difference(n, sd, target, alpha), "effect": effect,
+            "power_at_effect": power(effect, n, sd, alpha)}
+
+
+def print_plan(p: Plan) -> None:
+    """The plan as a table on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.markup import escape
+
+    t = Table(title=f"plan | {p.task} | model={p.model} | method={p.method}", show_header=False)
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    share = p.cached_share
+    rows = [
+        ("examples (to run / already finished)", f"{p.examples - p.already_finished} / {p.already_finished}"),
+        ("requests" + ("" if p.requests_exact else " (estimate)"), f"{p.requests}"),
+        ("unique requests", f"{p.unique_requests}"),
+        ("cached share", "—" if share is None else f"{share:.1%} ({p.cached})"),
+        ("prompt tokens (all / not cached)", f"{p.prompt_tokens} / {p.prompt_tokens_uncached}"),
+        ("longest prompt / max answer tokens", f"{p.max_prompt_tokens} / {p.max_completion_tokens}"),
+        ("prompts over the context length", "—" if not p.context_length else f"{p.over_context} (context {p.context_length})"),
+        ("tokenizer", p.tokenizer),
+        ("estimated cost (all / not cached)", "—" if not p.cost else
+         f"{p.cost['total']:.4f} / {p.cost_uncached['total']:.4f} {p.cost['currency']}"),
+    ]
+    if p.power:
+        w = p.power
+        rows += [(f"min detectable paired diff of {w['metric']} ({w['power']:.0%} power, alpha {w['alpha']})",
+                  f"{w['mdd']:.3f}  (n={w['n']}, sd={w['sd']:.3f})"),
+                 (f"power for a difference of {w['effect']}", f"{w['power_at_effect']:.1%}"),
+                 ("sd of paired differences from", w["sd_source"])]
+    for k, v in rows:
+        t.add_row(k, v)
+    con = Console(width=max(100, Console().width))
+    con.print(t)
+    for n in p.notes:  # a note that is a warning says so itself ("warning: ..."), never "note: warning: ..."
+        con.print(escape(n if n.startswith("warning:") else f"note: {n}"),
+                  style="yellow" if n.startswith("warning:") else None)
+
+
+MODES = {"run": None, "plan": None}
+
+
+def run_mode(cfg: DictConfig, run_dir: str | Path) -> None:
+    """Dispatch a non-default `mode` (plan); unknown modes fail with the valid choices."""
+    lookup(MODES, str(cfg.mode), what="mode", hint="mode=")
+    p = plan_from_config(cfg, run_dir)
+    from recbench.store.runstore import write_json_atomic
+
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    write_json_atomic(Path(run_dir) / "plan.json", p.to_dict())
+    print_plan(p)

@@ -1,0 +1,259 @@
+"""SQLite response cache keyed by model identity + full request content; errors are never stored."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from recbench.store.diskspace import disk_full, is_full, writing
+from recbench.api.types import Request, Response, sha256_json
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    request TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+class CacheError(RuntimeError):
+    """The response cache file cannot be used (corrupt, not a database)."""
+
+
+#: the advice of a full-disk error under the cache
+CACHE_FIX = ("point cache.path (or RECBENCH_CACHE_DIR) to a disk with room, or run with cache.enabled=false; finished "
+             "examples are kept and the same command goes on")
+
+
+def messages_hash(messages: list[dict[str, Any]]) -> str:
+    """The prompts.jsonl hash of message dicts: the same value as KeyMaker.prompt_hash of their request."""
+    text = "[" + ", ".join('{"content": ' + _canon_str(m["content"]) + ', "role": ' + _canon_str(m["role"]) + "}"
+                           for m in messages) + "]"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def cache_key(identity: dict[str, Any], request: Request) -> str:
+    """Key = hash(backend kind, model name + file/revision hash, chat template, adapter, messages, sampling, constraint)."""
+    return KeyMaker(identity).key(request)
+
+
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _canon_str(s: Any) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+class KeyMaker:
+    """Cache keys and prompt hashes for one model identity, each computed once per request from canonical JSON.
+
+    The key is sha256 of the canonical JSON of {"model": identity, "request": content} (plus "example_id" for
+    replay backends whose identity sets keyed_by_example). The canonical text is assembled from parts, each
+    serialized once: the identity per KeyMaker, sampling/constraint/adapter/logprobs per distinct value, the
+    messages per request; the messages' text is reused for the prompt hash of prompts.jsonl. The result equals
+    sha256_json of the payload dict (tests/core/test_core_cache.py checks it)."""
+
+    def __init__(self, identity: dict[str, Any]):
+        self.identity = identity
+        self.model_name = str(identity.get("name", identity.get("kind")))
+        self._by_example = bool(identity.get("keyed_by_example"))
+        self._model_part = '"model": ' + _canon(identity) + ', "request": '
+        self._prompts: dict[tuple, tuple[str, list[dict[str, str]]]] = {}
+        self._params: dict[tuple, tuple[str, str]] = {}  # (sampling, constraint, adapter, logprobs) -> text around messages
+        self._msg_json: dict[tuple, str] = {}  # messages -> canonical JSON, from key() until prompt_hash() takes it
+
+    def _around_messages(self, request: Request) -> tuple[str, str]:
+        """Canonical JSON of the request content before and after the messages (keys sorted: adapter,
+        constraint, logprobs, messages, sampling), cached per distinct parameter set."""
+        pk = (request.sampling, request.constraint, request.adapter, request.logprobs)
+        got = self._params.get(pk)
+        if got is None:
+            c = request.constraint.to_dict() if request.constraint else None
+            head = ('{"adapter": ' + _canon(request.adapter) + ', "constraint": ' + _canon(c) + ', "logprobs": '
+                    + _canon(request.logprobs) + ', "messages": ')
+            got = self._params[pk] = (head, ', "sampling": ' + _canon(request.sampling.to_dict()) + "}")
+        return got
+
+    def messages_json(self, request: Request) -> str:
+        """Canonical JSON of the request's message dicts (== json of message_dicts() with sorted keys)."""
+        text = self._msg_json.get(request.messages)
+        if text is None:
+            text = "[" + ", ".join('{"content": ' + _canon_str(c) + ', "role": ' + _canon_str(r) + "}"
+                                   for r, c in request.messages) + "]"
+        return text
+
+    def key(self, request: Request) -> str:
+        """The cache key of a request (equal to sha256_json of the payload dict)."""
+        head, tail = self._around_messages(request)
+        msgs = self.messages_json(request)
+        if request.messages not in self._prompts:  # kept for prompt_hash (prompts.jsonl), which takes it once
+            self._msg_json[request.messages] = msgs
+        text = "{" + self._model_part + head + msgs + tail + "}"
+        if self._by_example:  # replay backends (predictions): the answer depends on the example id
+            text = '{"example_id": ' + _canon(request.example_id) + ", " + text[1:]
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def prompt_hash(self, request: Request) -> tuple[str, list[dict[str, str]]]:
+        """(hash of the messages as stored in prompts.jsonl, the message dicts), memoized per distinct prompt."""
+        got = self._prompts.get(request.messages)
+        if got is None:
+            text = self._msg_json.pop(request.messages, None) or self.messages_json(request)
+            got = self._prompts[request.messages] = (hashlib.sha256(text.encode()).hexdigest()[:20],
+                                                     request.message_dicts())
+        return got
+
+
+class ResponseCache:
+    """A process- and thread-safe SQLite (WAL) store of successful responses, with hit/miss counters."""
+
+    def __init__(self, path: str | Path, enabled: bool = True):
+        self.path = Path(path)
+        self.enabled = enabled
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+        self._conn: Optional[sqlite3.Connection] = None
+        if enabled:
+            with writing(self.path.parent, "the cache folder", CACHE_FIX):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("PRAGMA busy_timeout=60000")
+                self._conn.execute(SCHEMA)
+                self._conn.execute("SELECT key FROM responses LIMIT 1").fetchall()
+            except (sqlite3.Error, OSError) as e:
+                self.close()
+                raise self._failure(e, "is unreadable") from None
+
+    def _failure(self, e: BaseException, what: str = "is damaged") -> Exception:
+        """The one-line error for a failed cache operation: DiskFull when there is no room, else CacheError."""
+        if is_full(e, self.path.parent):
+            return disk_full(self.path, "the response cache", CACHE_FIX)
+        return CacheError(f"response cache {self.path} {what} ({type(e).__name__}: {e}): move it aside "
+                          f"(mv {self.path} {self.path}.bad) or run with cache.enabled=false; finished examples "
+                          "are kept and the same command goes on")
+
+    def get_many(self, keys: list[str]) -> dict[str, Response]:
+        """Cached responses for the given keys (missing keys absent); counts hits and misses."""
+        found: dict[str, Response] = {}
+        if self._conn is not None and keys:
+            uniq = list(dict.fromkeys(keys))
+            with self._lock:
+                for i in range(0, len(uniq), 500):
+                    chunk = uniq[i : i + 500]
+                    try:
+                        rows = self._conn.execute(
+                            f"SELECT key, response FROM responses WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                        ).fetchall()
+                    except sqlite3.Error as e:
+                        raise self._failure(e) from None
+                    for k, payload in rows:
+                        try:
+                            d = json.loads(payload)
+                            found[k] = Response(**d, cached=True)
+                        except (ValueError, TypeError):  # a row this code did not write: a miss, asked again
+                            continue
+        self.hits += sum(1 for k in keys if k in found)
+        self.misses += sum(1 for k in keys if k not in found)
+        return found
+
+    def put(self, key: str, model: str, request: Request, response: Response) -> int:
+        """Store one successful response at once (an error is not stored); returns rows written."""
+        return self.put_many([(key, model, request, response)])
+
+    def put_many(self, items: list[tuple[str, str, Request, Response]]) -> int:
+        """Store (key, model_name, request, response) rows, skipping errors; returns rows written."""
+        if self._conn is None:
+            return 0
+        rows = []
+        for key, model, req, resp in items:
+            if not resp.ok:
+                continue
+            payload = {
+                "text": resp.text,
+                "finish_reason": resp.finish_reason,
+                "prompt_tokens": resp.prompt_tokens,
+                "completion_tokens": resp.completion_tokens,
+                "latency_s": resp.latency_s,
+                "logprobs": resp.logprobs,
+            }
+            rows.append((key, model, json.dumps(req.content_dict()), json.dumps(payload), time.time()))
+        if rows:
+            with self._lock:
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    self._conn.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?)", rows)
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as e:
+                    if self._conn.in_transaction:
+                        try:
+                            self._conn.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            pass
+                    raise self._failure(e) from None
+        return len(rows)
+
+    def requests_by_prefix(self, prefixes: list[str]) -> dict[str, dict[str, Any]]:
+        """{key prefix: the request content stored under the one key that starts with it} (prefixes as samples.jsonl
+        records them); a prefix with no row, or more than one, is left out."""
+        out: dict[str, dict[str, Any]] = {}
+        if self._conn is None:
+            return out
+        with self._lock:
+            for prefix in dict.fromkeys(prefixes):
+                if not prefix:
+                    continue
+                try:
+                    rows = self._conn.execute("SELECT request FROM responses WHERE key >= ? AND key < ? LIMIT 2",
+                                              (prefix, prefix + "\uffff")).fetchall()
+                except sqlite3.Error as e:
+                    raise self._failure(e) from None
+                if len(rows) == 1:
+                    try:
+                        out[prefix] = json.loads(rows[0][0])
+                    except ValueError:
+                        continue
+        return out
+
+    @staticmethod
+    def answers_by_request(path: str | Path, model_name: str) -> dict[str, dict[str, Any]]:
+        """Request-content JSON -> cached response payload for one model name, read-only ({} when absent)."""
+        p = Path(str(path))
+        if not p.exists():
+            return {}
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=30)
+        try:
+            rows = con.execute("SELECT request, response FROM responses WHERE model = ?", (model_name,)).fetchall()
+        except sqlite3.Error:
+            rows = []
+        finally:
+            con.close()
+        return {req: json.loads(resp) for req, resp in rows}
+
+    def __len__(self) -> int:
+        if self._conn is None:
+            return 0
+        with self._lock:
+            try:
+                return self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            except sqlite3.Error as e:
+                raise self._failure(e) from None
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:  # closing a damaged or full database: nothing left to save
+                pass
+            self._conn = None

@@ -1,0 +1,342 @@
+"""LLMRec methods: zero-shot prompting (the paper's off-the-shelf prompts) and classic reference baselines."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from typing import Optional
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import svds
+
+from recbench.api.task import Method
+from recbench.tasks.llmrec import settings
+from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request, SamplingParams
+
+#: LLMRec sub-tasks whose answer is one of a few strings: with `constrained: true` the model chooses among them
+#: (hf: likelihood of each choice; vllm: structured outputs), so a small model's answer always parses. Each choice
+#: maps to the answer the task parses. Rating choices are "N stars", not bare digits: scored by likelihood, SmolLM2-135M
+#: picks a bare "1" for every prompt (the start of a numbered list), but spreads over "2 stars".."5 stars".
+ANSWER_CHOICES: dict[str, dict[str, str]] = {
+    "rating": {"1 star": "1", "2 stars": "2", "3 stars": "3", "4 stars": "4", "5 stars": "5"}}
+
+#: LLMRec sub-tasks whose answer is a ranked list of candidate ids: with `constrained: true` each candidate is a
+#: choice, written as the start of the python list the prompt asks for ("[17,": the first id, closed by its comma), and
+#: the candidates are ranked by the likelihood of each being the answer's first item (hf reports every choice's
+#: log-likelihood). A backend that returns only the chosen choice (vLLM structured outputs) gives a one-item ranking.
+RANKED_SUBTASKS = ("sequential", "direct")
+
+
+def candidate_choice(item_id: str) -> str:
+    """The choice string of a candidate: the opening of a python list whose first item is that id."""
+    return f"[{item_id},"
+
+
+def ranking_from_choices(resp_logprobs: Optional[list], chosen: str, candidates: list[str]) -> tuple[list[str], str]:
+    """(candidate ids, best first; how the order was obtained) from a choice-constrained answer: every candidate by its
+    choice log-likelihood when the backend reports them all (ties keep the shown order), else the chosen one alone."""
+    by_choice = {candidate_choice(c): c for c in candidates}
+    scores = {d.get("choice"): d.get("logprob") for d in resp_logprobs or [] if isinstance(d, dict)}
+    if set(by_choice) <= set(scores) and all(scores[k] is not None for k in by_choice):
+        return sorted(candidates, key=lambda c: -float(scores[candidate_choice(c)])), "choice_likelihood"
+    item = by_choice.get(chosen.strip())
+    return ([item] if item is not None else []), "chosen_choice"
+
+
+def _run_seed(method: Method) -> int:
+    """The method's `seed` key, else the run seed (sampling.seed), else 0."""
+    if method.cfg.seed is not None:
+        return int(method.cfg.seed)
+    return int(getattr(method, "seed", 0) or 0)
+
+
+def _seed_for(seed: int, key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{seed}|{key}".encode(), digest_size=8).digest(), "big")
+
+
+class ZeroShot(Method):
+    """One prompt per example (task description + behaviour injection + format indicator), parsed by the task."""
+
+    name = "zero_shot"
+    settings_rules = settings.ZERO_SHOT  # valid values of the method keys, checked before anything is loaded
+    single_round = True  # one round of requests whatever the answers
+
+    @property
+    def order_auditable(self) -> bool:
+        """The sequential and direct prompts list candidates: audit.orders=K permutes their order (recbench.audits.order)."""
+        return getattr(self.task, "subtask", "") in ("sequential", "direct")
+
+    def params(self) -> SamplingParams:
+        """Explicit decoding parameters from the run's `sampling` block; max_tokens from the method, else the task."""
+        max_tokens = int(self.cfg.max_tokens or self.task.cfg.max_tokens)
+        if getattr(self, "sampling_cfg", None) is not None:
+            return self.sampling(max_tokens)
+        return SamplingParams(max_tokens=max_tokens, seed=_run_seed(self))
+
+    def constraint(self, example: Optional[Example] = None) -> Optional[Constraint]:
+        """With `constrained` on: a choice constraint for sub-tasks with a fixed answer set (rating: 1-5) or, for
+        sequential/direct, one choice per candidate of the example (in the shown order)."""
+        if not self.cfg.constrained:
+            return None
+        subtask = getattr(self.task, "subtask", "")
+        if subtask in RANKED_SUBTASKS and example is not None:
+            return Constraint(kind="choice", choices=tuple(candidate_choice(c) for c in example.data["candidates"]))
+        choices = ANSWER_CHOICES.get(subtask)
+        return Constraint(kind="choice", choices=tuple(choices)) if choices else None
+
+    def run(self, example: Example, order: Optional[int] = None) -> MethodGen:
+        """Ask once, parse the answer; `order` k > 0 (order audit) shows the candidates in the k-th seeded permutation."""
+        audited = order is not None and self.order_auditable
+        if audited and order:
+            cands = list(example.data["candidates"])
+            perm = np.random.default_rng(_seed_for(_run_seed(self), f"order{int(order)}|{example.id}")).permutation(len(cands))
+            example = Example(example.id, {**example.data, "candidates": [cands[j] for j in perm]}, example.meta)
+        constraint = self.constraint(example)
+        [resp] = yield [Request.chat(self.task.messages(example), self.params(), constraint=constraint,
+                                    purpose="answer", example_id=example.id)]
+        how = None
+        if constraint is not None and self.task.subtask in RANKED_SUBTASKS:  # type: ignore[attr-defined]
+            ranked, how = ranking_from_choices(resp.logprobs, resp.text, list(example.data["candidates"]))
+            if ranked:  # read as the python list the prompt asks for: the top n_recommend candidate ids
+                top = ranked[: int(self.task.cfg.n_recommend)]
+                resp = dataclasses.replace(resp, text="[" + ", ".join(top) + "]")
+            else:  # an unenforced constraint (openai backend): the free-text answer is parsed as usual
+                how = "free_text"
+        elif constraint is not None:  # a chosen answer ("4 stars") is read as the value it stands for ("4")
+            value = ANSWER_CHOICES[self.task.subtask].get(resp.text.strip())  # type: ignore[attr-defined]
+            if value is not None:
+                resp = dataclasses.replace(resp, text=value)
+        outcome = self.task.parse(resp, example)
+        if how is not None:
+            outcome.details = {**outcome.details, "ranking_from": how}
+        if audited:  # the display order (slot order) and the ranking, for recbench.audits.order
+            outcome.details = {**outcome.details, "shown": list(example.data["candidates"]),
+                               "ranked": list(outcome.prediction) if outcome.prediction else None}
+        return outcome
+
+
+# ---- rating baselines ---------------------------------------------------------------------------
+class _RatingBaseline(Method):
+    settings_rules = settings.RATING_BASELINE
+    needs_backend = False
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Fit means on the training reviews (everything but each user's held-out review)."""
+        train, _ = self.task.split()
+        self.global_mean = float(train["rating"].mean())
+        self.user_means = train.groupby("user_id")["rating"].mean().to_dict()
+        self.item_means = train.groupby("item_id")["rating"].mean().to_dict()
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """(rating, source of the estimate)."""
+        raise NotImplementedError
+
+    def run(self, example: Example) -> MethodGen:
+        """Predict without a model."""
+        pred, source = self.predict(example)
+        return Outcome(pred, "ok", {"source": source})
+        yield []  # noqa: unreachable - makes this a generator
+
+
+class GlobalMean(_RatingBaseline):
+    """Mean training rating for everyone."""
+
+    name = "global_mean"
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """The global mean."""
+        return self.global_mean, "global"
+
+
+class UserMean(_RatingBaseline):
+    """The user's mean training rating (global mean for users without training reviews)."""
+
+    name = "user_mean"
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """User mean, else global."""
+        u = self.user_means.get(example.data["user_id"])
+        return (u, "user") if u is not None else (self.global_mean, "global_fallback")
+
+
+class ItemMean(_RatingBaseline):
+    """The item's mean training rating (global mean for items without training reviews)."""
+
+    name = "item_mean"
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """Item mean, else global."""
+        i = self.item_means.get(example.data["item_id"])
+        return (i, "item") if i is not None else (self.global_mean, "global_fallback")
+
+
+class RandomRating(_RatingBaseline):
+    """A uniformly random integer rating 1-5 (seeded by `seed` and the example id)."""
+
+    name = "random"
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Nothing to fit."""
+
+    def predict(self, example: Example) -> tuple[float, str]:
+        """Random 1-5."""
+        rng = np.random.default_rng(_seed_for(_run_seed(self), example.id))
+        return float(rng.integers(1, 6)), "random"
+
+
+class Lead(Method):
+    """Extractive summary baseline: the first `words` words of the review text."""
+
+    name = "lead"
+    needs_backend = False
+    settings_rules = settings.LEAD
+
+    def run(self, example: Example) -> MethodGen:
+        """First words of the review."""
+        words = re.sub(r"\s+", " ", example.data["review_text"]).strip().split(" ")
+        return Outcome(" ".join(words[: int(self.cfg.words)]), "ok")
+        yield []  # noqa: unreachable
+
+
+# ---- ranking baselines (fit on every user's items except the held-out one) ---------------------
+class _RankBaseline(Method):
+    needs_backend = False
+    settings_rules = settings.RANK_BASELINE
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Score every example's candidates in one vectorised pass; keep the top-n ranking per example."""
+        train = self.task.train_sequences()
+        items = self.task.data.items
+        self.index = {it: j for j, it in enumerate(items)}
+        rows, cols, vals = [], [], []
+        self.user_row = {}
+        decay = float(self.cfg.recency_decay) if self.task.ordered_history else 1.0
+        for r, (u, seq) in enumerate(train.items()):
+            self.user_row[u] = r
+            L = len(seq)
+            for pos, it in enumerate(seq):
+                rows.append(r)
+                cols.append(self.index[it])
+                vals.append(decay ** (L - 1 - pos))
+        shape = (len(train), len(items))
+        # binary interactions X (duplicates collapse) and the recency-weighted history H used for scoring
+        self.X = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=shape)
+        self.X.data[:] = 1.0
+        self.H = sp.csr_matrix((np.asarray(vals), (rows, cols)), shape=shape)
+        self.fit()
+        todo = list(examples)
+        cand = np.array([[self.index[c] for c in e.data["candidates"]] for e in todo], dtype=np.int64)
+        urow = np.array([self.user_row[e.data["user_id"]] for e in todo], dtype=np.int64)
+        scores = np.zeros(cand.shape)
+        bs = int(self.cfg.batch_users)
+        for s in range(0, len(todo), bs):
+            scores[s:s + bs] = self.score_batch(urow[s:s + bs], cand[s:s + bs])
+        n = max(self.task.ks)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :n]  # ties keep the frozen (shuffled) order
+        self.ranked = {e.id: [e.data["candidates"][j] for j in order[i]] for i, e in enumerate(todo)}
+
+    def fit(self) -> None:
+        """Fit the model on self.X."""
+
+    def score_batch(self, urows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        """Scores (batch x candidates)."""
+        raise NotImplementedError
+
+    def run(self, example: Example) -> MethodGen:
+        """The precomputed top-n candidates."""
+        return Outcome(self.ranked[example.id], "ok")
+        yield []  # noqa: unreachable
+
+
+class Popularity(_RankBaseline):
+    """Rank candidates by their number of training interactions."""
+
+    name = "popularity"
+
+    def fit(self) -> None:
+        """Item interaction counts."""
+        self.pop = np.asarray(self.X.sum(0)).ravel()
+
+    def score_batch(self, urows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        """Popularity of each candidate."""
+        return self.pop[cands]
+
+
+class ItemKNN(_RankBaseline):
+    """Item-based kNN: cosine similarity of item interaction vectors, summed over the (recency-weighted) history."""
+
+    name = "item_knn"
+
+    def fit(self) -> None:
+        """Cosine item-item similarity, optionally sparsified to each item's `neighbours` most similar items."""
+        norms = np.sqrt(np.asarray(self.X.sum(0)).ravel())
+        norms[norms == 0] = 1.0
+        Xn = self.X @ sp.diags(1.0 / norms)
+        S = (Xn.T @ Xn).tocsr()
+        S.setdiag(0.0)
+        S.eliminate_zeros()
+        k = self.cfg.neighbours
+        if k:
+            S = _top_k_per_row(S, int(k))
+        self.S = S.T.tocsr()  # scores = H @ S^T : sum_j w_j * sim(candidate, j)
+        self.pop = np.asarray(self.X.sum(0)).ravel()
+
+    def score_batch(self, urows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        """Summed similarity to the history; popularity breaks ties (a tiny weight)."""
+        P = (self.H[urows] @ self.S).tocsr()
+        r = np.repeat(np.arange(len(urows)), cands.shape[1])
+        sims = np.asarray(P[r, cands.ravel()]).reshape(cands.shape)
+        return sims + 1e-9 * self.pop[cands] / (self.pop.max() or 1)
+
+
+class PureSVD(_RankBaseline):
+    """Matrix factorisation (PureSVD, Cremonesi et al. 2010): truncated SVD of the interaction matrix, fold-in scores."""
+
+    name = "mf"
+
+    def fit(self) -> None:
+        """Top-`factors` right singular vectors of X."""
+        k = min(int(self.cfg.factors), min(self.X.shape) - 1)
+        _, _, vt = svds(self.X.astype(np.float64), k=k, random_state=_run_seed(self))
+        self.V = vt.T  # items x k
+
+    def score_batch(self, urows: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        """(h V) . V[c] for each candidate c."""
+        U = np.asarray(self.H[urows] @ self.V)  # batch x k
+        return np.einsum("bk,bck->bc", U, self.V[cands])
+
+
+class RandomRank(_RankBaseline):
+    """Random order of the candidates (seeded by `seed` and the user): the chance reference (HR@10 = 0.1 at 100)."""
+
+    name = "random"
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Seeded permutation per example."""
+        n = max(self.task.ks)
+        seed = _run_seed(self)
+        self.ranked = {}
+        for e in examples:
+            perm = np.random.default_rng(_seed_for(seed, e.id)).permutation(len(e.data["candidates"]))
+            self.ranked[e.id] = [e.data["candidates"][j] for j in perm[:n]]
+
+
+def _top_k_per_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """Keep the k largest entries of each row of a CSR matrix."""
+    S = S.tocsr()
+    indptr, indices, data = S.indptr, S.indices, S.data
+    keep = np.zeros(len(data), dtype=bool)
+    for i in range(S.shape[0]):
+        a, b = indptr[i], indptr[i + 1]
+        if b - a <= k:
+            keep[a:b] = True
+        else:
+            keep[a + np.argpartition(-data[a:b], k)[:k]] = True
+    out = sp.csr_matrix((np.where(keep, data, 0.0), indices, indptr), shape=S.shape)
+    out.eliminate_zeros()
+    return out
+
+
+__all__ = ["ZeroShot", "GlobalMean", "UserMean", "ItemMean", "RandomRating", "Lead", "Popularity",
+           "ItemKNN", "PureSVD", "RandomRank"]

@@ -1,0 +1,434 @@
+"""The five LLMRec tasks (Liu et al. 2023): rating, sequential, direct, explanation, summary on Amazon Beauty."""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import Counter
+from typing import Any, ClassVar, Iterable
+
+import numpy as np
+import pandas as pd
+
+from recbench.api.metrics import MetricSpec, register
+from recbench.api.parsing import parse_number
+from recbench.api.prompts import render
+from recbench.store.schema import SampleRecord
+from recbench.audits.order import audit_aggregates
+from recbench.stats.baselines import expected_hr_at_k, expected_ndcg_at_k
+from recbench.api.task import Task
+from recbench.tasks.llmrec import methods as m
+from recbench.tasks.llmrec import metrics as M
+from recbench.tasks.llmrec import settings
+from recbench.tasks.llmrec.candidates import ensure_frozen, load_candidates
+from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
+from recbench.tasks.llmrec.resolve import ItemResolver
+from recbench.api.types import Example, Outcome, Response
+
+register(
+    MetricSpec("parsed", binary=True, doc="1 when the answer carried a rating"),
+    MetricSpec("bleu4", doc="sentence BLEU-4 (sacrebleu, 0-100)"),
+    MetricSpec("corpus_bleu4", aggregation="corpus", doc="corpus BLEU-4 (sacrebleu, 0-100)"),
+    MetricSpec("rmse_parsed", higher_is_better=False, aggregation="corpus", doc="RMSE over parsed answers"),
+    MetricSpec("mae_parsed", higher_is_better=False, aggregation="corpus", doc="MAE over parsed answers"),
+    MetricSpec("share_hallucinated", higher_is_better=False, doc="share of named items not in the catalogue"),
+    MetricSpec("share_out_of_candidate", higher_is_better=False, doc="share of named items outside the candidates"),
+    MetricSpec("share_duplicate", higher_is_better=False, doc="share of named items named twice"),
+    MetricSpec("share_in_candidates", doc="share of named items among the candidates"),
+    MetricSpec("n_valid_items", doc="candidate items named in the answer"),
+    MetricSpec("n_fallback", higher_is_better=None, doc="answers scored with task.fallback_rating (a count)"),
+    MetricSpec("fallback_rating", higher_is_better=None, doc="the rating given to unparsed answers (a setting)"),
+    MetricSpec("empty_predictions", higher_is_better=None, doc="empty generated texts (a count: no direction)"),
+    MetricSpec("answers_with_fewer_than_n_valid", higher_is_better=None,
+               doc="answers naming fewer than n_recommend candidates (a count: no direction)"),
+)
+
+PKG = "recbench.tasks.llmrec"
+
+
+#: history length buckets of history_bucket, shortest first
+HISTORY_BUCKETS = ("<=4", "5-9", "10+")
+
+
+def history_bucket(n: int) -> str:
+    """History length bucket of a user: <=4, 5-9 or 10+ items."""
+    return "<=4" if n <= 4 else "5-9" if n <= 9 else "10+"
+
+
+def _clip(s: str, n: int | None) -> str:
+    s = " ".join(str(s).split())
+    return s if not n or len(s) <= n else s[: n - 1].rstrip() + "…"
+
+
+class LLMRecTask(Task):
+    """Shared parts: prompt rendering from templates/, task identity, lazy id -> example lookup."""
+
+    benchmark_title = "LLMRec"
+    report_order = 2
+    breakdown_order = {"history": HISTORY_BUCKETS, "popularity": ("low", "mid", "high")}
+
+    subtask: ClassVar[str] = ""
+    template: ClassVar[str] = ""
+
+    def identity(self) -> dict[str, Any]:
+        """Task name, LLMRec sub-task, dataset label and data location."""
+        return {"name": self.cfg.name, "benchmark": "llmrec", "subtask": self.subtask,
+                "dataset": self.cfg.dataset, "data_dir": str(self.cfg.data_dir)}
+
+    def messages(self, example: Example) -> list[dict[str, str]]:
+        """System + user chat messages for the zero-shot prompt."""
+        user = render(PKG, self.cfg.template or self.template, **self.prompt_vars(example))
+        return [{"role": "system", "content": render(PKG, self.cfg.system_template)},
+                {"role": "user", "content": user}]
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """Template variables for one example."""
+        raise NotImplementedError
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """Turn a model answer into an Outcome with a parse status."""
+        raise NotImplementedError
+
+    @functools.cached_property
+    def by_id(self) -> dict[str, Example]:
+        """Examples by id (for corpus-level aggregates over run records)."""
+        return {e.id: e for e in self.load()}
+
+
+# ---- rating prediction ------------------------------------------------------------------------
+class _ReviewTask(LLMRecTask):
+    """Tasks on the Amazon Reviews 2023 format: each user's most recent review is held out."""
+
+    def split(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(train, test) reviews: leave-last-out per user by timestamp."""
+        return leave_last_out(load_reviews(str(self.cfg.data_dir)), int(self.cfg.min_history))
+
+    def _history(self, train_by_user: dict[str, pd.DataFrame], user: str) -> list[dict[str, Any]]:
+        h = train_by_user.get(user)
+        if h is None:
+            return []
+        n = int(self.cfg.history_max)
+        tmax = self.cfg.title_max_chars
+        return [{"item_id": i, "title": _clip(t, tmax), "rating": float(r)}
+                for i, t, r in zip(h["item_id"][-n:], h["item_title"][-n:], h["rating"][-n:])] if n > 0 else []
+
+    def _examples(self) -> list[Example]:
+        train, test = self.split()
+        by_user = {u: g for u, g in train.groupby("user_id", sort=False)}
+        tmax = self.cfg.title_max_chars
+        out = []
+        for r in test.itertuples(index=False):
+            n_hist = len(by_user[r.user_id]) if r.user_id in by_user else 0  # the user's training reviews
+            out.append(Example(
+                id=f"{r.user_id}:{r.item_id}",
+                data={"user_id": r.user_id, "item_id": r.item_id, "item_title": _clip(r.item_title, tmax),
+                      "rating": float(r.rating), "review_title": r.title, "review_text": r.text,
+                      "history": self._history(by_user, r.user_id)},
+                meta={"rating": int(round(r.rating)), "history": history_bucket(n_hist)}))
+        return out
+
+
+_SCALE_ECHO = re.compile(r"\(?\s*\b[15]\s+being\b[^\n]*", re.I)
+
+
+class RatingTask(_ReviewTask):
+    """Rating prediction (1-5): RMSE and MAE of clamped predictions; unparseable answers get `fallback_rating`."""
+
+    name = "llmrec_rating"
+    settings_rules = settings.RATING  # valid values of the task keys, checked before anything is loaded
+    subtask = "rating"
+    template = "rating.j2"
+    headline_metric = "mae"
+    breakdown_by = ("rating", "history")
+    report_metrics = ("rmse", "mae")
+
+    methods = {"zero_shot": m.ZeroShot, "global_mean": m.GlobalMean, "user_mean": m.UserMean,
+               "item_mean": m.ItemMean, "random": m.RandomRating}
+
+    def load(self) -> list[Example]:
+        """One example per user: the most recent review's rating."""
+        return self._examples()
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """History (title, rating) and the target item's title."""
+        return {"history": example.data["history"], "item_title": example.data["item_title"]}
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """The first number in the answer, clamped to [1, 5]; an echoed scale ("(1 being lowest ...") is not an answer."""
+        text = _SCALE_ECHO.sub(" ", response.text)
+        p = parse_number(text, 1.0, 5.0)
+        if p.ok and text != response.text and p.status == "ok":
+            p.status = "repaired"
+        return Outcome(p.value, p.status, {"note": p.note + ("; scale echo removed" if text != response.text else "")})
+
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """mae = |clamped prediction - rating|, mse = squared error; failed parses use the fallback rating."""
+        pred = outcome.prediction
+        fb = float(self.cfg.fallback_rating)
+        used = fb if pred is None else M.clamp(float(pred))
+        err = used - example.data["rating"]
+        return {"mae": abs(err), "mse": err * err, "parsed": 0.0 if pred is None else 1.0}
+
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The true rating."""
+        return {"rating": example.data["rating"]}
+
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+        """RMSE/MAE over all examples (fallback for failures) and over parsed answers only."""
+        recs = list(records)
+        if not recs:
+            return {}
+        fb = float(self.cfg.fallback_rating)
+        truth = [self.by_id[r.id].data["rating"] for r in recs]
+        pred = [fb if r.prediction is None else float(r.prediction) for r in recs]
+        ok = [i for i, r in enumerate(recs) if r.prediction is not None]
+        return {"rmse": M.rmse(pred, truth), "mae": M.mae(pred, truth),
+                "rmse_parsed": M.rmse([pred[i] for i in ok], [truth[i] for i in ok]),
+                "mae_parsed": M.mae([pred[i] for i in ok], [truth[i] for i in ok]),
+                "n_fallback": len(recs) - len(ok), "fallback_rating": fb}
+
+
+# ---- explanation generation and review summarization -----------------------------------------
+_PREFIX = re.compile(r"^\s*(?:explanation|summary|answer|sentence|review)\s*[:\-]\s*", re.I)
+
+
+def clean_text_answer(text: str) -> tuple[str, str]:
+    """(sentence, status): first non-empty line, without a label prefix or wrapping quotes."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return "", "failed"
+    s = _PREFIX.sub("", lines[0]).strip().strip('"“”\'').strip()
+    if not s and len(lines) > 1:
+        s = lines[1].strip().strip('"“”\'')
+    status = "ok" if (s == text.strip() and s) else ("repaired" if s else "failed")
+    return s, status
+
+
+class _TextTask(_ReviewTask):
+    headline_metric = "rougeL"
+    breakdown_by = ("history",)
+    report_metrics = ("bleu4", "rouge1", "rouge2", "rougeL")
+
+    methods = {"zero_shot": m.ZeroShot}
+
+    def reference(self, example: Example) -> str:
+        """The reference text of an example."""
+        raise NotImplementedError
+
+    def load(self) -> list[Example]:
+        """Held-out reviews whose reference text is not empty."""
+        return [e for e in self._examples() if self.reference(e).strip()]
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """One sentence of text; empty answers fail (and score 0)."""
+        s, status = clean_text_answer(response.text)
+        return Outcome(s, status)  # type: ignore[arg-type]
+
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """Sentence BLEU-4 and ROUGE-1/2/L F1 (0-100) against the reference."""
+        return M.text_metrics(outcome.prediction or "", self.reference(example))
+
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The reference text."""
+        return {"reference": self.reference(example)}
+
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+        """Corpus BLEU-4 over all examples (failed answers count as empty) and the reference definition."""
+        recs = list(records)
+        hyps = [r.prediction or "" for r in recs]
+        refs = [self.reference(self.by_id[r.id]) for r in recs]
+        return {"corpus_bleu4": M.corpus_bleu4(hyps, refs), "reference": self.reference_kind(),
+                "empty_predictions": sum(1 for h in hyps if not h.strip())}
+
+    def reference_kind(self) -> str:
+        """Words describing what the reference is."""
+        return ""
+
+
+class ExplanationTask(_TextTask):
+    """Explanation generation: a short explanation for a given rating; reference = first sentence of the review (or all of it)."""
+
+    name = "llmrec_explanation"
+    settings_rules = settings.EXPLANATION
+    subtask = "explanation"
+    template = "explanation.j2"
+
+    def reference(self, example: Example) -> str:
+        """The review's first sentence (task.reference=first_sentence, default) or whole text (=text)."""
+        t = example.data["review_text"]
+        return first_sentence(t) if self.cfg.reference == "first_sentence" else " ".join(t.split())
+
+    def reference_kind(self) -> str:
+        """Which part of the review text is the reference."""
+        return f"review text ({self.cfg.reference})"
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """History, the item title and the rating to explain."""
+        return {"history": example.data["history"], "item_title": example.data["item_title"],
+                "rating": example.data["rating"]}
+
+
+class SummaryTask(_TextTask):
+    """Review summarization: summarize the review text; reference = the review title (the reviewer's own summary)."""
+
+    name = "llmrec_summary"
+    settings_rules = settings.SUMMARY
+    subtask = "summary"
+    template = "summary.j2"
+    methods = {"zero_shot": m.ZeroShot, "lead": m.Lead}
+
+    def reference(self, example: Example) -> str:
+        """The review title."""
+        return example.data["review_title"]
+
+    def reference_kind(self) -> str:
+        """The review title."""
+        return "review title"
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """The review text (clipped to review_max_chars), item title and rating."""
+        return {"review": _clip(example.data["review_text"], self.cfg.review_max_chars),
+                "item_title": example.data["item_title"], "rating": example.data["rating"]}
+
+
+# ---- sequential and direct recommendation -----------------------------------------------------
+class _RankTask(LLMRecTask):
+    """Rank a frozen candidate list (1 held-out positive + sampled negatives); HR@k / NDCG@k."""
+
+    headline_metric = "ndcg@10"
+    breakdown_by = ("history", "popularity")
+    report_metrics = ("hr@1", "hr@5", "ndcg@5", "hr@10", "ndcg@10")
+    ordered_history: ClassVar[bool] = True
+    settings_rules = settings.RANK  # valid values of the task keys, checked before anything is loaded
+
+    methods = {"zero_shot": m.ZeroShot, "popularity": m.Popularity, "item_knn": m.ItemKNN, "mf": m.PureSVD,
+               "random": m.RandomRank}
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """Cut-offs of HR@k / NDCG@k."""
+        return tuple(int(k) for k in self.cfg.ks)
+
+    @functools.cached_property
+    def data(self):
+        """The P5-format data (sequences + titles)."""
+        return load_p5(str(self.cfg.data_dir))
+
+    @functools.cached_property
+    def resolver(self) -> ItemResolver:
+        """Item-name resolver over the whole catalogue."""
+        return ItemResolver(self.data.titles, float(self.cfg.fuzzy_cutoff))
+
+    def train_sequences(self) -> dict[str, tuple[str, ...]]:
+        """Every user's items except the held-out test item (train + validation): what baselines are fit on."""
+        return {u: s[:-1] for u, s in self.data.sequences.items()}
+
+    def load(self) -> list[Example]:
+        """One example per user with a frozen candidate list, in the data file's user order."""
+        if getattr(self, "_loaded", None) is None:
+            self._loaded = self._load()
+        return self._loaded
+
+    def _load(self) -> list[Example]:
+        cc = self.cfg.candidates
+        # first use: freeze the file (deterministic, progress bar); load_candidates then verifies the recorded hash
+        ensure_frozen(cc.path, cc.get("sha256"), self.data, kind=self.subtask, seed=int(cc.get("seed", 2023)),
+                      n_negatives=int(cc.get("negatives", 99)), progress=bool(cc.get("progress", True)))
+        cands = load_candidates(cc.path, cc.get("sha256"), self.data)
+        canon = {i: i for i in self.data.items}
+        counts = Counter(i for seq in self.train_sequences().values() for i in seq)  # training interactions per item
+        targets = [float(counts.get(seq[-1], 0)) for seq in self.data.sequences.values()]
+        cuts = [float(q) for q in np.quantile(targets, [1 / 3, 2 / 3])] if targets else [0.0, 0.0]
+        self.strata = {"popularity": {"of": "training interactions of the target item (train_sequences)", "cuts": cuts,
+                                      "labels": f"low <= {cuts[0]:g} < mid <= {cuts[1]:g} < high"},
+                       "history": {"of": "items in the user's history", "labels": "<=4, 5-9, 10+"}}
+        out = []
+        for u, seq in self.data.sequences.items():
+            c = cands.get(u)
+            if c is None:
+                raise ValueError(f"user {u} has no frozen candidates in {self.cfg.candidates.path}")
+            hist = seq[:-1]
+            n = len(hist)
+            pop = counts.get(seq[-1], 0)
+            out.append(Example(id=u, data={"user_id": u, "history": hist, "target": seq[-1],
+                                           "candidates": [canon.get(i, i) for i in c["candidates"]]},
+                               meta={"history": history_bucket(n), "target_interactions": pop,
+                                     "popularity": "low" if pop <= cuts[0] else "mid" if pop <= cuts[1] else "high"}))
+        return out
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """History (last history_max items; chronological or sorted by title) and candidates with titles."""
+        t, tmax = self.data.titles, self.cfg.title_max_chars
+        n = int(self.cfg.history_max)
+        hist = [{"id": i, "title": _clip(t[i], tmax)} for i in example.data["history"][-n:]]
+        if not self.ordered_history:
+            hist = sorted(hist, key=lambda h: (h["title"].lower(), h["id"]))
+        return {"history": hist, "candidates": [{"id": i, "title": _clip(t[i], tmax)} for i in example.data["candidates"]],
+                "n": int(self.cfg.n_recommend)}
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """Resolve the named items against the candidates; record hallucinated / out-of-candidate / duplicate counts."""
+        res = self.resolver.resolve(response.text, example.data["candidates"])
+        return Outcome(res.ranked, res.status, res.details())
+
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """hr@k / ndcg@k of the ranked list (a failed parse is an empty list: a miss), plus per-answer item shares."""
+        out = M.ranking_metrics(outcome.prediction or [], example.data["target"], self.ks)
+        d = outcome.details
+        if "named" in d:  # model answers: what the named items were
+            named = d["named"]
+            for k in ("hallucinated", "out_of_candidate", "duplicate"):
+                out[f"share_{k}"] = d[k] / named if named else math.nan
+            out["n_valid_items"] = float(d["in_candidates"])
+        return out
+
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The held-out target item (id and title)."""
+        target = example.data["target"]
+        return {"target": target, "title": self.data.titles.get(target, "")}
+
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+        """Corpus-level shares of named items that were hallucinated / out-of-candidate / duplicates; the exact
+        expectation of a random ranker (1 positive among each example's C candidates); the strata thresholds."""
+        records = list(records)
+        sizes = [len(self.by_id[r.id].data["candidates"]) for r in records if r.id in self.by_id]
+        base: dict[str, Any] = {"strata": getattr(self, "strata", {})}
+        base.update(audit_aggregates(records, self.headline_metric))  # order audit (audit.orders=K)
+        if sizes:
+            rnd = {}
+            for k in self.ks:
+                rnd[f"hr@{k}"] = float(np.mean([expected_hr_at_k(k, c) for c in sizes]))
+                rnd[f"ndcg@{k}"] = float(np.mean([expected_ndcg_at_k(k, c) for c in sizes]))
+            base["random_expectation"] = rnd
+            base["random_expectation_candidates"] = sorted(set(sizes))
+        recs = [r for r in records if "named" in r.details]
+        if not recs:
+            return base
+        tot = {k: sum(r.details[k] for r in recs) for k in
+               ("named", "in_candidates", "out_of_candidate", "hallucinated", "duplicate", "fuzzy")}
+        named = tot["named"] or 1
+        return {**base, "items_named": tot, **{f"share_{k}": tot[k] / named for k in
+                                      ("in_candidates", "out_of_candidate", "hallucinated", "duplicate")},
+                "answers_with_fewer_than_n_valid": sum(1 for r in recs if r.details["in_candidates"]
+                                                       < int(self.cfg.n_recommend))}
+
+
+class SequentialTask(_RankTask):
+    """Sequential recommendation: history in chronological order, pick n_recommend from the candidates."""
+
+    name = "llmrec_sequential"
+    subtask = "sequential"
+    template = "sequential.j2"
+    ordered_history = True
+
+
+class DirectTask(_RankTask):
+    """Direct recommendation: history as an unordered set, top n_recommend from the candidates."""
+
+    name = "llmrec_direct"
+    subtask = "direct"
+    template = "direct.j2"
+    ordered_history = False
+
+
+__all__ = ["RatingTask", "ExplanationTask", "SummaryTask", "SequentialTask", "DirectTask"]

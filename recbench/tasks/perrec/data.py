@@ -1,0 +1,234 @@
+"""PerRecBench examples from the recbench group format: items, raw ratings, groups -> user-group Examples."""
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from recbench.api.datafiles import check_unique, finite, jsonl_records, numeric_columns, read_csv
+from recbench.store.derived_cache import disk_cached
+from recbench.api.errors import DataError
+from recbench.api.types import Example
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DIFFICULTY_BY_SIZE = {2: "easy", 3: "medium", 4: "hard"}
+
+
+_WORD = re.compile(r"[^\W_]+")  # runs of str.isalnum() characters
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens for BM25 (runs of alphanumeric characters, longer than one character)."""
+    return [w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1]
+
+
+def bm25_top_k(query: str, docs: list[str], k: int) -> list[int]:
+    """Indices of the k docs most relevant to the query under BM25 (ties: most recent first)."""
+    if not docs:
+        return []
+    from rank_bm25 import BM25Okapi
+
+    bm = BM25Okapi([tokenize(d) or ["_"] for d in docs])
+    scores = bm.get_scores(tokenize(query))
+    order = sorted(range(len(docs)), key=lambda i: (-scores[i], -i))
+    return order[:k]
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    """items.jsonl or ratings.csv(.gz) as a table; ratings and timestamps must be finite numbers on every line."""
+    if not path.exists():
+        raise FileNotFoundError(f"PerRecBench data file missing: {path}. Fix: set task.data_dir to a folder with "
+                                "items.jsonl, ratings.csv(.gz) and groups.jsonl (see data/README.md)")
+    import pandas as pd  # only when a table is parsed (the derived-data cache usually answers)
+
+    if path.suffix == ".jsonl":
+        return pd.DataFrame([r for _, r in jsonl_records(path)])
+    df = read_csv(path)
+    return numeric_columns(df, [c for c in ("rating", "timestamp") if c in df.columns], path)
+
+
+def _require(df: pd.DataFrame, cols: list[str], path: Path) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise DataError(f"{path}: missing field(s) {missing}; present: {list(df.columns)}. "
+                         "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
+
+
+def item_average(ratings: pd.DataFrame, item: str, exclude: set[str], fallback: float) -> float:
+    """Mean rating of an item by users outside the group (the item-average reference predictor); fallback if none."""
+    r = ratings.loc[(ratings["item_id"] == item) & ~ratings["user_id"].isin(exclude), "rating"]
+    return round(float(r.mean()), 4) if len(r) else round(float(fallback), 4)
+
+
+def _ratings_path(root: Path) -> Path:
+    return next((p for p in (root / "ratings.csv.gz", root / "ratings.csv") if p.exists()), root / "ratings.csv")
+
+
+def _example_inputs(data_dir: str, retrieval_k: int, history_max: int, groups_file: str = "groups.jsonl") -> list[Path]:
+    root = Path(data_dir)
+    return [root / "items.jsonl", _ratings_path(root), root / groups_file]
+
+
+@functools.lru_cache(maxsize=8)
+@disk_cached("perrec_examples", _example_inputs)
+def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file: str = "groups.jsonl") -> tuple[Example, ...]:
+    """User-group examples with per-user history (before the query time), averages and BM25-retrieved items.
+
+    A member record may carry avg_rating / relative_rating (the builder writes them; with `--avg whole` they
+    differ from the prior-history average) and a group record item_avg_rating; otherwise they are computed."""
+    root = Path(data_dir)
+    items_p = root / "items.jsonl"
+    ratings_p = _ratings_path(root)
+    groups_p = root / groups_file
+    items = _read_table(items_p)
+    _require(items, ["item_id", "title"], items_p)
+    ratings = _read_table(ratings_p)
+    _require(ratings, ["user_id", "item_id", "rating", "timestamp"], ratings_p)
+    titles = dict(zip(items["item_id"].astype(str), items["title"].astype(str)))
+    ratings = ratings.astype({"user_id": str, "item_id": str}).sort_values(["user_id", "timestamp"], kind="stable")
+    by_user = {u: g for u, g in ratings.groupby("user_id", sort=False)}
+    global_mean = float(ratings["rating"].mean())
+
+    examples = []
+    records = list(jsonl_records(groups_p))
+    check_unique(((str(g.get("group_id")), f"{groups_p}:{no}") for no, g in records), "group_id",
+                 "give every group its own group_id (or rebuild the groups: python -m recbench.build perrec)")
+    for line_no, g in records:
+        where = f"{groups_p}:{line_no}"
+        for field in ("group_id", "query_item", "timestamp", "users"):
+            if field not in g:
+                raise DataError(f"{where}: the group has no field '{field}'. Fix the line or rebuild the groups "
+                                "(python -m recbench.build perrec)")
+        q_title = titles.get(str(g["query_item"]))
+        if q_title is None:
+            raise DataError(f"{where}: query_item {g['query_item']} not in {items_p}")
+        members = group_members(g, where)
+        finite(g["timestamp"], where, "timestamp")
+        users = []
+        for m in members:
+            uid = str(m["user_id"])
+            hist = by_user.get(uid)
+            if hist is None:
+                raise DataError(f"{where}: user {uid} has no ratings in {ratings_p}")
+            t_query = m.get("timestamp", g["timestamp"])  # the user's own rating time of the query item
+            before = hist[hist["timestamp"] < t_query]
+            if before.empty:
+                raise DataError(f"{where}: user {uid} has no history before the query time")
+            hist_items = [{"item_id": i, "title": titles.get(i, i), "rating": float(r)}
+                          for i, r in zip(before["item_id"], before["rating"])][-history_max:]
+            avg = m["avg_rating"] if m.get("avg_rating") is not None else float(np.mean(before["rating"]))
+            rel = m["relative_rating"] if m.get("relative_rating") is not None else m["rating"] - avg
+            users.append(user_record(uid, m["rating"], avg, rel, before["rating"].tolist(), int(len(before)),
+                                     hist_items, q_title, retrieval_k))
+        difficulty = g.get("difficulty") or DIFFICULTY_BY_SIZE.get(len(users), f"size{len(users)}")
+        item_avg = g.get("item_avg_rating")
+        if item_avg is None:
+            item_avg = item_average(ratings, str(g["query_item"]), {u["user_id"] for u in users}, global_mean)
+        examples.append(group_example(str(g["group_id"]), str(g["query_item"]), q_title, g["timestamp"],
+                                      finite(item_avg, where, "item_avg_rating"), users, difficulty))
+    return tuple(examples)
+
+
+def group_members(g: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """A group record's members, checked: at least two objects, each user once, with a finite rating (and finite
+    avg_rating / relative_rating / timestamp where given, as floats); DataError naming the line otherwise."""
+    members = g.get("users")
+    if not isinstance(members, list) or len(members) < 2:
+        n = len(members) if isinstance(members, list) else type(members).__name__
+        raise DataError(f"{where}: field 'users' must list at least 2 members to rank (got {n}). Fix the line or "
+                        "remove the group")
+    out = []
+    for k, m in enumerate(members):
+        if not isinstance(m, dict) or m.get("user_id") is None:
+            raise DataError(f"{where}: member {k + 1} is not an object with a 'user_id'. Fix the line")
+        m = dict(m)
+        for field in ("rating", "avg_rating", "relative_rating", "timestamp"):
+            if field == "rating" or m.get(field) is not None:
+                m[field] = finite(m.get(field), f"{where}: member {m['user_id']}", field)
+        out.append(m)
+    check_unique(((str(m["user_id"]), f"{where}: member {k + 1}") for k, m in enumerate(out)), "user",
+                 "list each member of a group once")
+    return out
+
+
+def user_record(uid: str, rating: float, avg: float, rel: float, all_ratings: list[float], history_len: int,
+                shown: list[dict[str, Any]], query_title: str, retrieval_k: int) -> dict[str, Any]:
+    """One group member as every loader builds it: rating, average, relative rating, most common rating, the
+    shown history and its BM25 top-k for the query title."""
+    top = bm25_top_k(query_title, [h["title"] for h in shown], retrieval_k)
+    return {"user_id": uid, "rating": rating, "avg_rating": round(avg, 4), "relative_rating": round(rel, 4),
+            "most_common_rating": float(Counter(all_ratings).most_common(1)[0][0]), "history_len": history_len,
+            "history": shown, "retrieved": [shown[i] for i in top]}
+
+
+def group_example(group_id: str, query_item: str, query_title: str, timestamp: Any, item_avg: float,
+                  users: list[dict[str, Any]], difficulty: str) -> Example:
+    """A PerRecBench example (one user group) from its members."""
+    return Example(id=group_id, data={"query_item": query_item, "query_title": query_title, "timestamp": timestamp,
+                                      "item_avg_rating": item_avg, "users": users},
+                   meta={"difficulty": difficulty, "group_size": len(users)})
+
+
+def true_order(users: list[dict[str, Any]]) -> list[str]:
+    """Ground truth: user ids ordered by relative rating, highest first."""
+    return [u["user_id"] for u in sorted(users, key=lambda u: -u["relative_rating"])]
+
+
+STRATA_LABELS = ("low", "mid", "high")
+HISTORY_LABELS = ("short", "mid", "long")
+
+
+def tercile_cuts(values: list[float]) -> list[float]:
+    """The 1/3 and 2/3 quantiles (np.quantile, linear) of the values: tercile thresholds."""
+    return [float(q) for q in np.quantile(np.asarray(values, dtype=float), [1 / 3, 2 / 3])]
+
+
+def tercile(value: float, cuts: list[float], labels: tuple[str, str, str] = STRATA_LABELS) -> str:
+    """low (<= first cut), mid (<= second cut) or high."""
+    return labels[0] if value <= cuts[0] else labels[1] if value <= cuts[1] else labels[2]
+
+
+@functools.lru_cache(maxsize=8)
+@disk_cached("perrec_item_counts", lambda data_dir: [_ratings_path(Path(data_dir))])
+def item_rating_counts(data_dir: str) -> dict[str, int]:
+    """Ratings per item in the data folder's ratings file (the popularity of a query item)."""
+    path = _ratings_path(Path(data_dir))
+    ratings = _read_table(path)
+    _require(ratings, ["item_id"], path)
+    return {str(k): int(v) for k, v in ratings["item_id"].astype(str).value_counts().items()}
+
+
+def history_item_counts(examples: list[Example]) -> dict[str, int]:
+    """Ratings per item counted from the members' histories (for data without a ratings file: the released format);
+    each (user, item) counts once however many groups show that user."""
+    seen: set[tuple[str, str]] = set()
+    for e in examples:
+        for u in e.data["users"]:
+            seen.update((u["user_id"], str(h["item_id"])) for h in u["history"])
+    return dict(Counter(i for _, i in seen))
+
+
+def add_strata(examples: list[Example], item_counts: dict[str, int], source: str) -> dict[str, Any]:
+    """Set meta 'popularity' (tercile of the query item's rating count) and 'history' (tercile of the members' mean
+    history length) on every example; returns the thresholds, so a reader can see where the terciles fall."""
+    if not examples:
+        return {}
+    pop = [float(item_counts.get(e.data["query_item"], 0)) for e in examples]
+    hist = [float(np.mean([u["history_len"] for u in e.data["users"]])) for e in examples]
+    pop_cuts, hist_cuts = tercile_cuts(pop), tercile_cuts(hist)
+    for e, p, h in zip(examples, pop, hist):
+        e.meta.update(query_ratings=int(p), popularity=tercile(p, pop_cuts),
+                      history_mean=round(h, 2), history=tercile(h, hist_cuts, HISTORY_LABELS))
+    return {"popularity": {"of": f"ratings of the query item ({source})", "cuts": pop_cuts,
+                           "labels": f"low <= {pop_cuts[0]:g} < mid <= {pop_cuts[1]:g} < high"},
+            "history": {"of": "mean number of prior ratings of the group's members", "cuts": hist_cuts,
+                        "labels": f"short <= {hist_cuts[0]:g} < mid <= {hist_cuts[1]:g} < long"},
+            "groups": len(examples)}

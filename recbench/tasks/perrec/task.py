@@ -1,0 +1,175 @@
+"""The PerRecBench task: rank a group of users who rated the same item by their relative preference (PTC)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from recbench.api.metrics import MetricSpec, register
+from recbench.api.errors import ConfigError, suggest
+from recbench.stats.bootstrap import kendall_tau_ranks
+from recbench.store.schema import SampleRecord
+from recbench.audits.order import audit_aggregates
+from recbench.stats.baselines import expected_ptc
+from recbench.api.task import Task
+from recbench.tasks.perrec import settings
+from recbench.tasks.perrec.metrics import kendall_tau_legacy
+from recbench.tasks.perrec.data import add_strata, history_item_counts, item_rating_counts, load_examples, true_order
+from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
+                                           UserAverage)
+from recbench.api.types import Example, Outcome, file_sha256
+from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE, HISTORY_LABELS, STRATA_LABELS
+
+register(
+    MetricSpec("ptc", doc="Kendall tau of true vs predicted per-user ranks (a failed parse scores 0)"),
+    MetricSpec("ptc_parsed", doc="PTC over fully parsed groups only"),
+    MetricSpec("rating_mae", higher_is_better=False, aggregation="corpus", doc="rating MAE over all users"),
+    MetricSpec("rating_rmse", higher_is_better=False, aggregation="corpus", doc="rating RMSE over all users"),
+    MetricSpec("rating_n", higher_is_better=None, doc="users behind rating_mae / rating_rmse (a count: no direction)"),
+    MetricSpec("rating_groups", higher_is_better=None, doc="groups behind rating_mae / rating_rmse (a count)"),
+)
+
+
+class PerRecTask(Task):
+    """PerRecBench (Tan et al. 2025): PTC = Kendall tau between true and predicted per-user ranks; MAE/RMSE of ratings."""
+
+    benchmark_title = "PerRecBench"
+    report_order = 0
+    conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
+
+    @classmethod
+    def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
+        """Table 1 layout (model rows; method x difficulty) and the reference rows."""
+        from recbench.tasks.perrec.presentation import perrec_tables
+
+        return perrec_tables(idx, view, benchmark)
+
+    @classmethod
+    def report_plots(cls, agg: Any, view: Any, benchmark: str) -> list[Any]:
+        """PTC against group size."""
+        from recbench.tasks.perrec.presentation import ptc_vs_group_size
+
+        return ptc_vs_group_size(agg, view, benchmark)
+
+    name = "perrec"
+    methods = {m.name: m for m in (Pointwise, Pairwise, Listwise, RandomOrder, BM25History, UserAverage, ItemAverage)}
+    # difficulty first (the primary slice, and what run.limit_strategy=stratified balances); then the strata
+    breakdown_by = ("difficulty", "popularity", "history")
+    breakdown_order = {"difficulty": tuple(DIFFICULTY_BY_SIZE.values()), "popularity": STRATA_LABELS,
+                       "history": HISTORY_LABELS}
+    headline_metric = "ptc"
+    settings_rules = settings.TASK  # valid values of the task keys, checked before anything is loaded
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._heldout: Optional[list[Example]] = None
+        self._profiles: Optional[dict[str, str]] = None
+        self.strata: dict[str, Any] = {}
+
+    @property
+    def released(self) -> bool:
+        """True when task.format is 'released' (the official PerRecBench JSON files)."""
+        return self.cfg.format == "released"
+
+    def _examples(self, split: str) -> list[Example]:
+        k, hmax = int(self.cfg.retrieval_k), int(self.cfg.history_max)
+        if self.released:
+            from recbench.tasks.perrec.released import load_released
+
+            return list(load_released(str(self.cfg.data_dir), k, hmax, split))
+        name = "groups.jsonl" if split == "test" else self.cfg.heldout_file
+        if split != "test" and not (Path(str(self.cfg.data_dir)) / name).exists():
+            return []
+        return list(load_examples(str(self.cfg.data_dir), k, hmax, name))
+
+    def load(self) -> list[Example]:
+        """Groups of the configured difficulties, in file order."""
+        wanted = set(self.cfg.difficulties)
+        test = self._examples("test")
+        if self.released:  # no ratings file: count each item's ratings in the members' histories
+            self.strata = add_strata(test, history_item_counts(test), "counted in the members' histories")
+        else:
+            self.strata = add_strata(test, item_rating_counts(str(self.cfg.data_dir)), "ratings file")
+        present = sorted({str(e.meta["difficulty"]) for e in test})
+        unknown = [str(d) for d in self.cfg.difficulties if str(d) not in present]
+        if test and unknown:  # a filter value the data does not have would silently select fewer (or no) groups
+            raise ConfigError(f"task.difficulties: '{unknown[0]}' is not a difficulty of the groups in "
+                              f"{self.cfg.data_dir}.{suggest(unknown[0], present)} Difficulties there: {', '.join(present)}")
+        return [e for e in test if e.meta["difficulty"] in wanted]
+
+    def heldout(self) -> list[Example]:
+        """Held-out groups (disjoint query items) for few-shot demonstrations; [] when the data has none."""
+        if self._heldout is None:
+            self._heldout = self._examples("heldout")
+        return self._heldout
+
+    def profile_table(self) -> dict[str, str]:
+        """Profiles from task.profile_file (keys 'user' or 'user@query_item'); the released userid2profile.json by default."""
+        if self._profiles is None:
+            path = self.cfg.profile_file
+            if path:
+                self._profiles = {str(k): str(v) for k, v in json.loads(Path(str(path)).read_text(encoding="utf-8")).items()}
+            elif self.released:
+                from recbench.tasks.perrec.released import load_profiles
+
+                self._profiles = load_profiles(str(self.cfg.data_dir))
+            else:
+                self._profiles = {}
+        return self._profiles
+
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """ptc (parse failures score 0, the expected tau of a random ranking), ptc_parsed (NaN on failure);
+        mae / mse of predicted ratings over the group when the method predicts ratings (pointwise, reference rows)."""
+        pred = outcome.prediction if isinstance(outcome.prediction, dict) else {}
+        order = pred.get("order")
+        out: dict[str, float] = {}
+        if outcome.parse_status == "failed" or not order:
+            out.update(ptc=0.0, ptc_parsed=math.nan)
+        else:
+            truth = true_order(example.data["users"])
+            tau = kendall_tau_legacy(truth, order) if self.cfg.legacy_tau else kendall_tau_ranks(truth, order)
+            out.update(ptc=tau, ptc_parsed=tau)
+        ratings = pred.get("ratings")
+        if isinstance(ratings, dict):
+            errs = [ratings[u["user_id"]] - u["rating"] for u in example.data["users"] if ratings.get(u["user_id"]) is not None]
+            full = len(errs) == len(example.data["users"]) and outcome.parse_status != "failed"
+            out["mae"] = sum(abs(e) for e in errs) / len(errs) if full else math.nan
+            out["mse"] = sum(e * e for e in errs) / len(errs) if full else math.nan
+        return out
+
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The true order (highest relative rating first) and each user's relative rating, rating and average."""
+        order = true_order(example.data["users"])
+        users = sorted(example.data["users"], key=lambda u: order.index(u["user_id"]))  # in the true order
+        return {"order": order,
+                "relative_rating": {u["user_id"]: u["relative_rating"] for u in users},
+                "rating": {u["user_id"]: u["rating"] for u in users},
+                "avg_rating": {u["user_id"]: u["avg_rating"] for u in users}}
+
+    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+        """Rating MAE and RMSE over all users of the groups with a full rating prediction (group-size weighted)."""
+        records = list(records)
+        out: dict[str, Any] = {"random_expectation": {"ptc": expected_ptc()}}
+        out.update(audit_aggregates(records, self.headline_metric))  # order audit / pairwise order consistency
+        if self.strata:
+            out["strata"] = self.strata
+        rs = [r for r in records if not math.isnan(r.value("mae"))]
+        if not rs:
+            return out
+        n = sum(int(r.meta.get("group_size", 1)) for r in rs)
+        mae = sum(r.value("mae") * int(r.meta.get("group_size", 1)) for r in rs) / n
+        mse = sum(r.value("mse") * int(r.meta.get("group_size", 1)) for r in rs) / n
+        return {**out, "rating_mae": mae, "rating_rmse": math.sqrt(mse), "rating_n": n, "rating_groups": len(rs)}
+
+    def identity(self) -> dict[str, Any]:
+        """Task name, data folder and a hash of its groups file, and the settings that change prompts or scores."""
+        root = Path(str(self.cfg.data_dir))
+        groups = root / "groups.jsonl"
+        if self.released:
+            groups = root / "item2group_avg_diff_sample-easy.json"
+        digest = file_sha256(groups)[:16] if groups.exists() else None
+        return {"name": self.name, "data_dir": str(self.cfg.data_dir), "groups_sha256": digest,
+                "format": self.cfg.format,
+                "retrieval_k": int(self.cfg.retrieval_k), "profile": bool(self.cfg.profile),
+                "profile_file": self.cfg.profile_file, "legacy_tau": bool(self.cfg.legacy_tau)}

@@ -1,0 +1,245 @@
+"""The RecBench+ task: assistant queries (released files, a bundled sample, or built from ratings + a KG), scored with
+the official RecBench+ metrics, CMR, and a stricter catalogue-resolved variant."""
+from __future__ import annotations
+
+import logging
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pandas as pd
+from omegaconf import DictConfig
+
+from recbench.api.datafiles import numeric_columns, read_csv, require_columns
+from recbench.api.metrics import MetricSpec, register
+from recbench.kg.graph import KnowledgeGraph, display_title, split_year
+from recbench.api.errors import ConfigError
+from recbench.api.task import Task, to_plain
+from recbench.tasks.recbench_plus import data as D
+from recbench.tasks.recbench_plus import metrics as M
+from recbench.tasks.recbench_plus import settings
+from recbench.tasks.recbench_plus.methods import AssistantMethod
+from recbench.tasks.recbench_plus.reference import BM25Items, PopularMatch
+from recbench.api.types import Example, Outcome
+
+register(
+    MetricSpec("recall", doc="official recall of the ground-truth titles"),
+    MetricSpec("precision", doc="official precision"),
+    MetricSpec("ftr", higher_is_better=False, binary=True, doc="format-error rate (official)"),
+    MetricSpec("cmr", doc="condition match rate of recommended items found in the KG"),
+    MetricSpec("kg_existence", doc="share of recommended items found in the KG"),
+    MetricSpec("strict_recall", doc="recall of catalogue-resolved titles"),
+    MetricSpec("strict_precision", doc="precision of catalogue-resolved titles"),
+    MetricSpec("strict_ndcg", doc="NDCG of catalogue-resolved titles"),
+    MetricSpec("hallucination_rate", higher_is_better=False, doc="share of recommended titles not in the catalogue"),
+    MetricSpec("duplicate_rate", higher_is_better=False, doc="share of recommended titles naming an item again"),
+    MetricSpec("n_recommended", higher_is_better=None, doc="titles in the answer (a count: no direction)"),
+)
+
+log = logging.getLogger(__name__)
+
+
+class RecBenchPlusTask(Task):
+    """RecBench+ (Huang et al. 2025): explicit / implicit / misinformed / interest / demographics queries."""
+
+    benchmark_title = "RecBench+"
+    report_order = 1
+
+    @classmethod
+    def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
+        """Recall / precision / CMR / FTR by query type, with and without history."""
+        from recbench.tasks.recbench_plus.presentation import recbench_plus_tables
+
+        return recbench_plus_tables(idx, view, benchmark)
+
+    name = "recbench_plus"
+    methods = {"assistant": AssistantMethod, "assistant_history": AssistantMethod,
+               PopularMatch.name: PopularMatch, BM25Items.name: BM25Items}  # the last two: reference rows, no model
+    breakdown_by = ("query_type", "condition_num", "group_type")
+    breakdown_order = {"query_type": tuple(D.QUERY_TYPES)}
+    headline_metric = "recall"
+    settings_rules = settings.TASK  # valid values of the task keys, checked before anything is loaded
+    conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
+
+    def __init__(self, cfg: DictConfig):
+        super().__init__(cfg)
+        self.name = str(self.cfg.name)
+        self.kg: Optional[KnowledgeGraph] = None
+        self.histories: dict[str, list[str]] = {}
+        self._resolver: Optional[M.CatalogueResolver] = None
+        self._title_index: dict[str, str] = {}
+        self._titles: list[tuple[str, str]] = []
+        self._gt_resolved: dict[str, list[str]] = {}
+
+    # ---- data -------------------------------------------------------------------------------
+    def load(self) -> list[Example]:
+        """Examples of the configured data kind (bundle | build | released | queries), interleaved by query type."""
+        d = self.cfg.data
+        kind = d.kind
+        types = list(self.cfg.types or D.QUERY_TYPES)
+        domain = str(self.cfg.domain)
+        if kind == "bundle":
+            folder = Path(d.path)
+            self._set_kg(D.read_bundle_kg(folder, domain))
+            ratings = read_csv(folder / "ratings.csv", dtype={"user_id": str, "item_id": str})
+            require_columns(ratings, ["user_id", "item_id", "rating", "timestamp"], folder / "ratings.csv")
+            numeric_columns(ratings, ["rating", "timestamp"], folder / "ratings.csv", convert=False)
+            self.histories = D.histories_from_ratings(ratings)
+            examples = D.bundle_examples(folder, types, domain)
+        elif kind == "build":
+            examples = self._build(d, types)
+        elif kind == "released":
+            if not d.get("path"):
+                raise ConfigError("task.data.path is required: a released RecBench+ JSON file (or a list of files)")
+            paths = [d.path] if isinstance(d.path, str) else list(d.path)
+            if d.get("catalogue"):
+                from recbench.kg.loaders import load_movielens_dat
+
+                self._set_kg(load_movielens_dat(d.catalogue))
+            examples = []
+            for p in paths:
+                examples += D.load_released(p, d.get("query_type"), d.get("domain") or None,
+                                            id_prefix=str(d.get("id_prefix") or ""))
+            examples = [e for e in examples if e.meta["query_type"] in types]
+        elif kind == "queries":
+            examples = D.load_query_records(d.path, d.get("domain") or None, d.get("query_type") or None)
+            D.check_query_ids(examples, d.path)
+        else:
+            raise ConfigError(f"Unknown task.data.kind '{kind}'. Valid choices: bundle, build, released, queries")
+        if not examples:
+            raise ConfigError(f"task {self.name}: no queries loaded from {to_plain(d)}")
+        return D.interleave(examples)
+
+    def _build(self, d: DictConfig, types: list[str]) -> list[Example]:
+        from recbench.kg.conditions import ExtractionConfig
+        from recbench.kg.loaders import load_ml100k, read_atomic
+        from recbench.kg.queries import BuildConfig, QueryBuilder
+
+        folder = Path(d.path)
+        if not folder.is_dir():
+            raise ConfigError(f"task.data.path '{folder}' is not a folder (set RECBENCH_SHARED_DATA or task.data.path)")
+        self._set_kg(load_ml100k(folder))
+        inter = read_atomic(folder / "ml-100k.inter").rename(columns={"rating": "rating"})
+        self.histories = D.histories_from_ratings(inter)
+        users = read_atomic(folder / "ml-100k.user")
+        b = to_plain(d.build)
+        ext = ExtractionConfig(**b.pop("extraction", {}))
+        builder = QueryBuilder(self.kg, self.histories, BuildConfig(extraction=ext, **b), users=users)
+        built = builder.build(types)
+        examples: list[Example] = []
+        for t, recs in built.items():
+            examples += D.released_examples(recs, t, self.kg.domain, id_prefix=f"{t}:")
+        self.built = built
+        return examples
+
+    def _set_kg(self, kg: KnowledgeGraph) -> None:
+        self.kg = kg
+        self._resolver = M.CatalogueResolver(kg, cutoff=float(self.cfg.strict.cutoff))
+        self._titles = []
+        for iid, dd in kg.iter_items():
+            for t in (str(dd["title"]), display_title(str(dd["title"]))):
+                self._title_index.setdefault(t, iid)
+                self._titles.append((t, iid))
+
+    def has_histories(self) -> bool:
+        """True when user histories are known (bundle / build data)."""
+        return bool(self.histories)
+
+    def history_titles(self, example: Example, n: int, exclude_ground_truth: bool = True) -> list[str]:
+        """The source user's last n history titles (ground-truth items left out unless asked otherwise)."""
+        assert self.kg is not None
+        hist = self.histories.get(example.data.get("source_user", ""), [])
+        gt = {str(g) for g in example.data.get("gt_ids", [])} if exclude_ground_truth else set()
+        if exclude_ground_truth:
+            gt |= {str(i) for i in self._gt_item_ids(example)}
+        keep = [i for i in hist if i not in gt]
+        return [self.kg.display(i) for i in keep[-n:]] if n else []
+
+    # ---- scoring ----------------------------------------------------------------------------
+    def threshold(self, domain: str) -> float:
+        """Official fuzzy-match threshold (0.8 for both domains unless configured, see metrics module)."""
+        t = self.cfg.match_threshold
+        if t is None:
+            return 0.8
+        return float(t[domain]) if isinstance(t, (dict, DictConfig)) else float(t)
+
+    def _official_name2id(self, domain: str) -> Optional[Callable[[str], Any]]:
+        """The official title -> KG id lookup: exact title (year stripped), else the first title containing it."""
+        if self.kg is None:
+            return None
+
+        def movie(name: str) -> Any:
+            name = re.sub(r"\s\(\d{4}\)$", "", name).strip().replace('"', "'")
+            hit = self._title_index.get(name)
+            if hit is None:
+                hit = next((iid for t, iid in self._titles if name in t), None)
+            return None if hit is None else _as_id(hit)
+
+        def book(name: str) -> Any:
+            name = re.sub(r"\s\(\d{4}\)$", "", name)
+            if name in self._title_index:
+                return name
+            if len(name.split()) >= 5:
+                return next((t for t, _ in self._titles if name in t), None)
+            return None
+
+        return movie if domain == "movie" else book
+
+    def _gt_item_ids(self, example: Example) -> list[str]:
+        """Catalogue ids of the ground truth (given ids, else titles resolved; unresolved kept as 'title:...')."""
+        if example.data.get("gt_ids"):
+            return [str(i) for i in example.data["gt_ids"]]
+        if example.id not in self._gt_resolved:
+            res = []
+            for t in example.data.get("gt_titles", []):
+                i = self._resolver(t) if self._resolver else None
+                res.append(i if i is not None else f"title:{t}")
+            self._gt_resolved[example.id] = res
+        return self._gt_resolved[example.id]
+
+    def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
+        """Official ftr/recall/precision/ndcg (+cmr, kg_existence on condition queries) and strict_* metrics."""
+        text = outcome.prediction if isinstance(outcome.prediction, str) else ""
+        domain = example.meta.get("domain", "movie")
+        k = int(outcome.details.get("k", 0) or 0)
+        gt_titles = example.data.get("gt_titles", [])
+        nan = math.nan
+        if not gt_titles:  # queries without ground truth (queries_all records): only the format is scorable
+            return {"ftr": float(M.ftr(text)), "recall": nan, "precision": nan, "ndcg": nan}
+        conds = [tuple(c) for c in example.data.get("conditions", [])]
+        is_cond = bool(example.data.get("condition")) and self.kg is not None
+        kg_has_relations = self.kg is not None and conds and {r for r, _ in conds} <= set(self.kg.relations())
+        check = (lambda i: self.kg.satisfies(str(i), conds)) if (is_cond and kg_has_relations) else None
+        off = M.official_scores(text, gt_titles, domain=domain, k=k, threshold=self.threshold(domain),
+                                gt_ids=example.data.get("gt_ids") or None,
+                                name2id=self._official_name2id(domain) if is_cond else None, check=check)
+        out: dict[str, float] = {"ftr": float(off["ftr"]), "recall": float(off["recall"]),
+                                 "precision": float(off["precision"]), "ndcg": float(off["ndcg"])}
+        if is_cond:  # CMR: -1 (no recommended item found in the KG) is undefined, as in the official averages
+            out["cmr"] = float(off["cmr"]) if off.get("cmr", -1) != -1 else nan
+        if "kg_existence" in off:
+            out["kg_existence"] = float(off["kg_existence"])
+        if self._resolver is not None and self.cfg.strict.enabled:
+            titles = outcome.details.get("titles")
+            if titles is None:
+                titles = [t.strip() for t in text.split(M.SEP) if t.strip()]
+            out.update(M.strict_scores(titles, self._gt_item_ids(example), self._resolver, k=k))
+        return out
+
+    def truth(self, example: Example) -> dict[str, Any]:
+        """The relevant items (titles as released, and their catalogue ids when given) and the query's conditions."""
+        return {"titles": list(example.data.get("gt_titles", [])), "ids": list(example.data.get("gt_ids", [])),
+                "conditions": [list(c) for c in example.data.get("conditions", [])]}
+
+    def identity(self) -> dict[str, Any]:
+        """Task name, data source and types."""
+        return {"name": self.name, "data": to_plain(self.cfg.data),
+                "types": list(self.cfg.types or D.QUERY_TYPES)}
+
+
+def _as_id(item: str) -> Any:
+    return int(item) if str(item).isdigit() else item
+
+
+__all__ = ["RecBenchPlusTask", "split_year"]
