@@ -11,6 +11,7 @@ from recbench.stats.verdicts import (
     CI_MEANING,
     CompareError,
     Comparison,
+    check_margin,
     ci_disagrees,
     compare_runs,
     family_line,
@@ -94,6 +95,58 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
         console.print(f"note: {note}")
 
 
+def _yes_no(x: bool | None) -> str:
+    return "-" if x is None else ("yes" if x else "no")
+
+
+def print_margin_table(comparisons: Sequence[Comparison], correction: str, console=None) -> None:
+    """Equivalence (TOST within +-margin) and non-inferiority of b to a, one table per pair of runs."""
+    from rich.console import Console
+    from rich.table import Table
+
+    comps = [c for c in comparisons if c.margin is not None]
+    if not comps:
+        return
+    console = console or Console(width=min(120, Console().width) if sys.stdout.isatty() else 120)
+    cols = ("metric", "slice", "n", "diff", "test", "p equiv", "p eq adj", "equivalent", "p non-inf", "p ni adj",
+            "b non-inf")
+    pairs: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+    for c in comps:
+        pairs.setdefault((c.run_a, c.run_b), []).append((
+            c.metric, c.slice, str(c.n), _fmt(c.diff, 3), c.equivalence_test or "none", _fmt_p(c.p_equivalence),
+            _fmt_p(c.p_equivalence_adj), _yes_no(c.equivalent), _fmt_p(c.p_noninferior), _fmt_p(c.p_noninferior_adj),
+            _yes_no(c.noninferior)))
+    rows = [r for rs in pairs.values() for r in rs]
+    same = [i for i, col in enumerate(cols) if col in ("metric", "test") and len({r[i] for r in rows}) == 1]
+    margins = sorted({c.margin for c in comps})
+    console.print(f"equivalence within ±{', '.join(f'{m:g}' for m in margins)} on each metric's scale (TOST: p = the "
+                  "larger of the one-sided p of diff <= -margin and of diff >= +margin) and non-inferiority of b to a "
+                  "(b not worse than a by the margin or more; the metric's direction says which way is worse); "
+                  f"adj: {correction} within each family = one metric and slice, over its pairs of runs, the TOST and "
+                  "the non-inferiority p-values as two families; test: t = paired t, score-exact = exact "
+                  "unconditional score test of 0/1 units" + "".join(f"; {cols[i]}: {rows[0][i]}" for i in same),
+                  highlight=False)
+    for (run_a, run_b), prows in pairs.items():
+        t = Table(title=f"margin: a = {run_a}  vs  b = {run_b}", title_justify="left")
+        for i, col in enumerate(cols):
+            if i not in same:
+                numeric = col in ("n", "diff", "p equiv", "p eq adj", "p non-inf", "p ni adj")
+                t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric or col in ("metric", "slice"),
+                             overflow="fold")
+        for r in prows:
+            t.add_row(*(v for k, v in enumerate(r) if k not in same))
+        console.print(t)
+    for d in ("none", "unknown"):
+        names = sorted({c.metric for c in comps if c.direction == d})
+        if names:
+            console.print(f"no non-inferiority verdict for {', '.join(names)}: "
+                          f"{'no direction (descriptive)' if d == 'none' else 'direction unknown (not registered)'}, "
+                          "so no side is worse; equivalence only", highlight=False)
+    for c in comps:
+        if c.margin_note and c.equivalence_test == "t":
+            console.print(f"margin note ({c.run_a} vs {c.run_b}, {c.metric}, {c.slice}): {c.margin_note}", highlight=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line arguments."""
     p = argparse.ArgumentParser(prog="python -m recbench.compare", description=__doc__.split("\n\n")[0])
@@ -114,20 +167,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pool-seeds", action="store_true",
                    help="runs that differ only in the seed are one row, averaged per example (Miller 2024)")
     p.add_argument("--no-slices", action="store_true", help="overall only, no breakdown slices")
+    p.add_argument("--margin", type=str, default=None, metavar="D",
+                   help="also test equivalence within +-D (two one-sided tests) and non-inferiority of b to a by D, on "
+                        "each metric's scale, on the same units and families (docs/verdicts.md)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry: compare, print the table, optionally write JSON; exit 2 with one line on bad input."""
     args = build_parser().parse_args(argv)
+    margin = None
+    if args.margin is not None:
+        try:
+            margin = check_margin(args.margin)
+        except CompareError as e:
+            print(f"recbench: {e}", file=sys.stderr)
+            return 2
     try:
         comps = compare_runs(args.runs, metrics=args.metric, test=args.test, correction=args.correction,
                              alpha=args.alpha, n_resamples=args.resamples, seed=args.seed,
-                             slices=not args.no_slices, pool_seeds_=args.pool_seeds, progress=True)
+                             slices=not args.no_slices, pool_seeds_=args.pool_seeds, progress=True, margin=margin)
     except (CompareError, SchemaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print_table(comps, args.correction)
+    print_margin_table(comps, args.correction)
     if args.json_path:
         write_json(comps, args.json_path)
         print(f"wrote {len(comps)} records to {args.json_path}")

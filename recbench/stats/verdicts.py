@@ -5,6 +5,11 @@ the cluster named by the run's `cluster_by`, else the example), their mean, an u
 two-sided p-value (exact McNemar for 0/1 metrics, else a sign-flip permutation test; Wilcoxon or paired t on
 request), and a Holm (or Benjamini-Hochberg) correction within each family: one task, metric and slice, over its
 pairs of runs. Overall and per breakdown slice. The sweep report uses exactly these records and families.
+With a margin (`add_margin`), each record also gets equivalence (TOST) and non-inferiority p-values on the same units,
+corrected within the same families.
+
+Long because reading runs, pairing them into units, the records, their families and corrections, the Monte Carlo
+refinement and the letters are one contract that the CLI and the reports share.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import numpy as np
 from recbench.api.errors import suggest
 from recbench.api.metrics import RANKING_DIRECTIONS, MetricSpec, metric_spec
 from recbench.stats.clusters import cluster_means, pool_seeds
+from recbench.stats.equivalence import noninferiority_p, paired_margin_test
 from recbench.stats.letters import compact_letters
 from recbench.stats.multiple import adjust
 from recbench.stats.paired import (
@@ -39,6 +45,9 @@ SEED_KEYS = (("seed",), ("sampling", "seed"))
 MAX_REFINED_RESAMPLES = 1_000_000
 RECORD_FIELDS = ("run_a", "run_b", "metric", "slice", "n", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "test",
                  "p_value", "p_adjusted", "significant")
+#: the record fields a margin adds (`add_margin`); absent from the JSON of a comparison without one
+MARGIN_FIELDS = ("margin", "equivalence_test", "p_equivalence", "p_equivalence_adj", "equivalent", "p_noninferior",
+                 "p_noninferior_adj", "noninferior", "margin_verdict", "margin_note")
 #: what the printed CI is, for captions and footnotes
 CI_MEANING = "unadjusted 95% paired bootstrap CI (percentile; one comparison at a time)"
 
@@ -102,13 +111,23 @@ class Comparison:
     family_size: int = 0  # p-values corrected together in the family (its pairs with a p-value)
     correction: str = ""  # holm | bh | none
     verdict: str = ""  # "<run> better", "n.s.", "no direction (descriptive)", "direction unknown", or why not compared
+    margin: float | None = None  # equivalence margin on the metric's scale (--margin); None: no margin asked
+    equivalence_test: str | None = None  # t (paired t) | score-exact | score (0/1 units) | none
+    p_equivalence: float | None = None  # TOST: max of the one-sided p of diff <= -margin and of diff >= +margin
+    p_equivalence_adj: float | None = None  # corrected within the family, like p_adjusted
+    equivalent: bool | None = None  # p_equivalence_adj < alpha: |diff| < margin shown
+    p_noninferior: float | None = None  # H0: run_b worse than run_a by margin or more (direction decides); None: none
+    p_noninferior_adj: float | None = None
+    noninferior: bool | None = None  # None when the metric has no direction or was not tested
+    margin_verdict: str = ""  # the equivalence and non-inferiority verdicts in words
+    margin_note: str = ""  # how the margin test went (test, discordant pairs, skewed units)
     units_a: np.ndarray | None = field(default=None, repr=False, compare=False)  # per-unit values (not in JSON)
     units_b: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON record (NaN as null)."""
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()
-                if not k.startswith("units_")}
+                if not k.startswith("units_") and (self.margin is not None or k not in MARGIN_FIELDS)}
 
 
 # ---- reading runs -------------------------------------------------------------------------------------
@@ -360,9 +379,13 @@ def correct(comparisons: list[Comparison], method: str = "holm", alpha: float = 
 
 def compare_runs(paths_or_systems: Sequence[Any], *, metrics: Sequence[str] | None = None, test: str = "auto",
                  correction: str = "holm", alpha: float = 0.05, n_resamples: int | None = None, seed: int = 0,
-                 slices: bool = True, pool_seeds_: bool = False, progress: bool = False) -> list[Comparison]:
+                 slices: bool = True, pool_seeds_: bool = False, progress: bool = False,
+                 margin: float | None = None) -> list[Comparison]:
     """Every pair of runs of one task that share ids, per metric and slice; corrected within each (task, metric,
-    slice) family over its pairs, with the Monte Carlo p-values near the threshold refined (as the report does)."""
+    slice) family over its pairs, with the Monte Carlo p-values near the threshold refined (as the report does);
+    with a margin, also equivalence and non-inferiority (`add_margin`)."""
+    if margin is not None:
+        check_margin(margin)
     systems = (list(paths_or_systems) if paths_or_systems and isinstance(paths_or_systems[0], System)
                else load_systems(paths_or_systems, pool_seeds_=pool_seeds_))
     if len(systems) < 2:
@@ -395,6 +418,8 @@ def compare_runs(paths_or_systems: Sequence[Any], *, metrics: Sequence[str] | No
     correct(out, method=correction, alpha=alpha)
     if n_resamples is None:
         refine_monte_carlo(out, method=correction, alpha=alpha, seed=seed)
+    if margin is not None:
+        add_margin(out, margin, method=correction, alpha=alpha)
     return out
 
 
@@ -422,6 +447,60 @@ def refine_monte_carlo(comparisons: list[Comparison], *, method: str, alpha: flo
                 res = sign_flip_test(c.units_a, c.units_b, n_resamples=b, seed=seed)
                 c.p_value, c.n_resamples, c.p_mc_se = res.p_value, res.n_resamples, res.mc_se
             _correct_family(comps, method, alpha)
+    return comparisons
+
+
+def check_margin(margin: float) -> float:
+    """The margin as a float; CompareError unless it is a positive finite number."""
+    try:
+        d = float(margin)
+    except (TypeError, ValueError):
+        d = math.nan
+    if not (math.isfinite(d) and d > 0):
+        raise CompareError(f"--margin must be a positive finite number on the metric's scale (e.g. --margin 0.1 for "
+                           f"PTC), got {margin!r}")
+    return d
+
+
+def margin_verdict_of(c: Comparison) -> str:
+    """The margin verdicts in words: equivalence within +-margin, and non-inferiority of run_b to run_a."""
+    if c.p_equivalence is None or not math.isfinite(c.p_equivalence):
+        return f"no equivalence test ({c.margin_note or c.verdict or 'not compared'})"
+    eq = f"{'equivalent' if c.equivalent else 'not shown equivalent'} within ±{c.margin:g}"
+    if c.direction not in RANKING_DIRECTIONS:
+        why = "no direction (descriptive)" if c.direction == "none" else "direction unknown"
+        return f"{eq}; no non-inferiority verdict: {why}"
+    return f"{eq}; {c.run_b} {'non-inferior' if c.noninferior else 'not shown non-inferior'} to {c.run_a}"
+
+
+def add_margin(comparisons: list[Comparison], margin: float, *, method: str = "holm",
+               alpha: float = 0.05) -> list[Comparison]:
+    """Equivalence within +-margin (TOST) and non-inferiority of run_b to run_a on every record's units, each corrected
+    within the record's family (task, metric, slice) like the difference test, as two families of their own (in
+    place). The score test for the records the exact McNemar test gave (0/1 units), the paired t for the others."""
+    margin = check_margin(margin)
+    for c in comparisons:
+        c.margin = margin
+        if c.test == "none" or c.units_a is None or c.units_b is None:
+            c.equivalence_test = "none"
+            c.margin_note = c.note if c.test == "none" else \
+                "corpus statistic: no equivalence test (not a mean of unit differences)"
+            continue
+        res = paired_margin_test(c.units_a, c.units_b, margin, binary=c.test == "mcnemar", alpha=alpha)
+        c.equivalence_test, c.margin_note = res.test, res.note
+        c.p_equivalence = res.p_equivalence if math.isfinite(res.p_equivalence) else None
+        p_ni = noninferiority_p(res, c.direction)
+        c.p_noninferior = p_ni if p_ni is not None and math.isfinite(p_ni) else None
+    for comps in families(comparisons).values():
+        for p_key, adj_key, ok_key in (("p_equivalence", "p_equivalence_adj", "equivalent"),
+                                       ("p_noninferior", "p_noninferior_adj", "noninferior")):
+            ps = [math.nan if getattr(c, p_key) is None else getattr(c, p_key) for c in comps]
+            adj, rej = adjust(ps, method=method, alpha=alpha)
+            for c, p, a, r in zip(comps, ps, adj, rej):
+                setattr(c, adj_key, None if math.isnan(p) else float(a))
+                setattr(c, ok_key, None if math.isnan(p) else bool(r))
+        for c in comps:
+            c.margin_verdict = margin_verdict_of(c)
     return comparisons
 
 
