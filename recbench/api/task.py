@@ -3,20 +3,27 @@ from __future__ import annotations
 
 import abc
 import copy
-from typing import Any, ClassVar, Iterable, Optional
+import inspect
+from typing import Any, ClassVar, Generic, Iterable, Literal, Optional, Protocol, TypeVar, get_args, get_origin
 
 from omegaconf import DictConfig, OmegaConf
+from typing_extensions import get_protocol_members, is_protocol
 
 from recbench.api.errors import lookup
+from recbench.api.metrics import MetricSpec, declare
 from recbench.store.schema import SampleRecord
 from recbench.api.types import Example, MethodGen, Outcome, SamplingParams
 
 
-def with_conf_defaults(cfg: Any, group: str) -> Any:
-    """A task/method config with the top-level keys it leaves out taken from conf/<group>/<cfg.name>.yaml: a config
-    built by hand in code (only a name, say) gets the same defaults as the composed one, from YAML only."""
-    from recbench.cli.catalogue import conf_dir, merged
+def with_conf_defaults(cfg: Any, group: str, owner: Optional[type] = None) -> Any:
+    """A task/method config with the top-level keys it leaves out taken from conf/<group>/<cfg.name>.yaml, or with
+    `owner` (a method class) from conf/<group>/<benchmark>/<cfg.name>.yaml, the folder of the benchmark the class
+    belongs to: a config built by hand in code (only a name, say) gets the same defaults as the composed one, from
+    YAML only."""
+    from recbench.cli.catalogue import benchmark_of, conf_dir, merged
 
+    if owner is not None:
+        group = f"{group}/{benchmark_of(f'{owner.__module__}.{owner.__name__}')}"
     name = cfg.get("name") if cfg is not None else None
     if not name or not (conf_dir() / group / f"{name}.yaml").is_file():
         return cfg
@@ -67,19 +74,35 @@ class Settings(dict):
         return cfg
 
 
-class Method(abc.ABC):
-    """How a model is asked about one example; `needs_backend=False` for classic reference baselines."""
+class TaskView(Protocol):
+    """What every method may use of its task: the name and the task's config. A benchmark's methods declare what else
+    they need as a Protocol extending this one, and name it as their type parameter (`Method[MyTaskView]`):
+    `self.task` is then typed, and Task.make_method checks the task provides it."""
+
+    name: str
+    cfg: Any
+
+
+TaskT = TypeVar("TaskT", bound=TaskView)
+
+
+class Method(abc.ABC, Generic[TaskT]):
+    """How a model is asked about one example (`run`: a generator of requests); model-free reference rows subclass
+    ReferenceMethod. The type parameter is what the method needs of its task (a Protocol, or a Task class)."""
 
     name: ClassVar[str] = "method"
     needs_backend: ClassVar[bool] = True
     #: one round of requests per example whatever the answers (plan mode counts such methods exactly)
     single_round: ClassVar[bool] = False
-    #: keys a hand-built config leaves out come from conf/method/<name>.yaml (classes whose code has no defaults)
+    #: keys a hand-built config leaves out come from conf/method/<benchmark>/<name>.yaml (classes whose code has no
+    #: defaults)
     conf_defaults: ClassVar[bool] = False
 
-    def __init__(self, task: "Task", cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None):
+    task: TaskT
+
+    def __init__(self, task: TaskT, cfg: DictConfig, sampling_cfg: Optional[DictConfig] = None):
         self.task = task
-        self.cfg = Settings.of(with_conf_defaults(cfg, "method") if self.conf_defaults else cfg)
+        self.cfg = Settings.of(with_conf_defaults(cfg, "method", type(self)) if self.conf_defaults else cfg)
         self.sampling_cfg = Settings.of(sampling_cfg)  # the run's `sampling` block: temperature, top_p, seed
         self._sampling_memo: dict[tuple[int, int], SamplingParams] = {}
 
@@ -108,8 +131,50 @@ class Method(abc.ABC):
 
     def asks_one_round(self) -> bool:
         """True when this configured method asks one round per example whatever the answers (exact request counts
-        for plan mode and the progress bar); self-consistency voting makes it several."""
-        return bool(self.single_round) and not (getattr(self, "cfg", None) or {}).get("self_consistency", 0)
+        for plan mode and the progress bar); a method whose rounds depend on its config overrides it."""
+        return bool(self.single_round)
+
+    @classmethod
+    def task_interface(cls) -> Optional[type]:
+        """The Protocol or Task class this method names as its type parameter (what it needs of its task), or None."""
+        for klass in cls.__mro__:
+            for base in klass.__dict__.get("__orig_bases__", ()):
+                origin = get_origin(base)
+                if isinstance(origin, type) and issubclass(origin, Method):
+                    args = [a for a in get_args(base) if isinstance(a, type)]
+                    if args:
+                        return args[0]
+        return None
+
+
+class ReferenceMethod(Method[TaskT]):
+    """A model-free method (a reference row: a classic baseline, a random order): `predict` gives each example's
+    Outcome without asking anything; `prepare` may fit it on all examples first."""
+
+    needs_backend: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def predict(self, example: Example) -> Outcome:
+        """The Outcome of one example, without a model."""
+
+    def run(self, example: Example) -> MethodGen:
+        """A request generator that asks nothing: the loop gets `predict`'s Outcome at its first step."""
+        yield from ()
+        return self.predict(example)
+
+
+def missing_members(obj: Any, interface: type) -> list[str]:
+    """The members of `interface` (a Protocol: its attributes and methods; a class: itself) that `obj` lacks,
+    looked up without running properties (a task's cached data is not loaded by the check)."""
+    if not is_protocol(interface):
+        return [] if isinstance(obj, interface) else [f"(an instance of {interface.__name__})"]
+    missing = []
+    for member in sorted(get_protocol_members(interface)):
+        try:
+            inspect.getattr_static(obj, member)
+        except AttributeError:
+            missing.append(member)
+    return missing
 
 
 class Task(abc.ABC):
@@ -128,6 +193,21 @@ class Task(abc.ABC):
     cluster_by: ClassVar[Optional[str]] = None
     #: keys a hand-built config leaves out come from conf/task/<name>.yaml (classes whose code has no defaults)
     conf_defaults: ClassVar[bool] = False
+    #: the metrics this task computes, each declared once, here: what score() returns per example (besides the
+    #: standard metrics registered by name, e.g. 'mae', 'hr@10'), and the corpus metrics whose MetricSpec.corpus
+    #: computes them over the run (metrics.json `extra`); the loop refuses a score() key declared nowhere
+    metric_specs: ClassVar[tuple[MetricSpec, ...]] = ()
+    #: "error": a score() key declared nowhere stops the run; "unknown": it is recorded with direction 'unknown' and
+    #: a warning (a task class users subclass to add a metric in score(), e.g. the YAML-only GenericTask)
+    undeclared_metrics: ClassVar[Literal["error", "unknown"]] = "error"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "extra_aggregates" in cls.__dict__:  # the old second way to add corpus metrics: refused loudly
+            raise TypeError(f"{cls.__qualname__}.extra_aggregates is no longer called: declare each corpus metric as "
+                            "MetricSpec(..., corpus=fn) in metric_specs, and return other run facts from run_facts")
+        if "metric_specs" in cls.__dict__:
+            declare(f"{cls.__module__}.{cls.__qualname__}", cls.metric_specs)
 
     def __init__(self, cfg: DictConfig):
         self.cfg = Settings.of(with_conf_defaults(cfg, "task") if self.conf_defaults else cfg)
@@ -156,6 +236,11 @@ class Task(abc.ABC):
         its own run directory and report row."""
         cls = lookup(self.methods, method_cfg.get("kind") or method_cfg.name, what=f"method for task '{self.name}'",
                      hint="method=")
+        interface = cls.task_interface()
+        lacking = missing_members(self, interface) if interface is not None else []
+        if lacking:
+            raise TypeError(f"method '{method_cfg.name}' ({cls.__name__}) needs {interface.__name__} of its task; task "
+                            f"'{self.name}' ({type(self).__name__}) lacks: {', '.join(lacking)}")
         m = cls(self, method_cfg, sampling_cfg)
         m.name = str(method_cfg.name)
         return m
@@ -164,32 +249,12 @@ class Task(abc.ABC):
         """What identifies this task's data and settings in run records."""
         return {"name": self.name}
 
-    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """Task-specific aggregates beyond per-metric means (optional)."""
+    def declared_metrics(self) -> dict[str, MetricSpec]:
+        """The metrics this task declares, by output name (metric_specs; a YAML task: the metrics its config names)."""
+        return {s.name: s for s in self.metric_specs}
+
+    def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+        """What metrics.json `extra` records about the run besides metrics (strata thresholds, chance levels, what
+        the reference is): mappings, lists or text, never a bare number (a number over the run is a corpus metric,
+        declared in metric_specs). Optional."""
         return {}
-
-    # ---- presentation: recbench.report draws generic tables and asks each benchmark's Task class for its own ----
-    #: display title of the benchmark this task belongs to (None: the benchmark id)
-    benchmark_title: ClassVar[Optional[str]] = None
-    #: position of the benchmark in reports (lower first)
-    report_order: ClassVar[int] = 99
-    #: metrics shown in this task's generic report table, in order (None: every metric)
-    report_metrics: ClassVar[Optional[tuple[str, ...]]] = None
-
-    @classmethod
-    def benchmark_id(cls) -> str:
-        """The benchmark a task class belongs to: its package under recbench.tasks ('other' elsewhere)."""
-        parts = cls.__module__.split(".")
-        return parts[2] if len(parts) > 2 and parts[:2] == ["recbench", "tasks"] else "other"
-
-    @classmethod
-    def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
-        """This benchmark's report tables (default: one generic table per task)."""
-        from recbench.report.tables import per_task_tables
-
-        return per_task_tables(idx, view, benchmark)
-
-    @classmethod
-    def report_plots(cls, agg: Any, view: Any, benchmark: str) -> list[Any]:
-        """This benchmark's extra report figures (default: none)."""
-        return []

@@ -1,5 +1,8 @@
 """The terminal summary of a run and of a sweep: the headline first and marked, slices in the task's order, metric
-rows that repeat another (or are empty) folded into one line, every table at most MAX_WIDTH columns wide."""
+rows that repeat another (or are empty) folded into one line, every table at most MAX_WIDTH columns wide.
+
+Long because it holds both terminal views, a run's tables and a sweep's side-by-side table, which share the
+folding, the width rules and the cell text."""
 from __future__ import annotations
 
 import json
@@ -7,6 +10,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
+
+from recbench.report.numbers import fmt, number
+from recbench.store.schema import JOB_FAILED, SchemaError, read_job_failed
 
 #: widest terminal table (characters); wider content is split into several tables or wrapped
 MAX_WIDTH = 120
@@ -21,33 +27,15 @@ REPAIRED_LEGEND = ("repaired = answers read after a fix-up by the method's parse
 HEADLINE_MARK = "★"
 
 
-# ---- numbers --------------------------------------------------------------------------------------------------
-def _num(x: Any) -> Optional[float]:
-    """A finite float, or None (None, NaN, inf, text)."""
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def fmt(x: Any, digits: int = 3) -> str:
-    """x with `digits` decimals ('—' when missing; never '-0.000')."""
-    f = _num(x)
-    if f is None:
-        return "—"
-    s = f"{f:.{digits}f}"
-    return s[1:] if s.startswith("-") and float(s) == 0 else s
-
-
+# ---- numbers: recbench.report.numbers, finite only (inf and text show as '—') ------------------------------
 def cell_text(stats: Optional[dict[str, Any]], slice_n: Optional[int] = None, ci: bool = True) -> str:
     """'0.564 [0.453, 0.667]' (CI left out where there is none, or with ci=False), '(n=38)' added when the metric
     has fewer values than the slice has examples; '—' for no value."""
-    if not stats or _num(stats.get("mean")) is None:
+    if not stats or number(stats.get("mean"), finite=True) is None:
         return "—"
-    out = fmt(stats["mean"])
-    if ci and _num(stats.get("ci_low")) is not None and _num(stats.get("ci_high")) is not None:
-        out += f" [{fmt(stats['ci_low'])}, {fmt(stats['ci_high'])}]"
+    out = fmt(stats["mean"], finite=True)
+    if ci and all(number(stats.get(k), finite=True) is not None for k in ("ci_low", "ci_high")):
+        out += f" [{fmt(stats['ci_low'], finite=True)}, {fmt(stats['ci_high'], finite=True)}]"
     n = stats.get("n")
     if slice_n is not None and n is not None and int(n) != int(slice_n):
         out += f" (n={int(n)})"
@@ -61,7 +49,7 @@ def _same(a: Optional[dict[str, Any]], b: Optional[dict[str, Any]]) -> bool:
     if a.get("n") != b.get("n"):
         return False
     for k in ("mean", "ci_low", "ci_high"):
-        x, y = _num(a.get(k)), _num(b.get(k))
+        x, y = number(a.get(k), finite=True), number(b.get(k), finite=True)
         if (x is None) != (y is None) or (x is not None and not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)):
             return False
     return True
@@ -126,7 +114,7 @@ def fold(metrics: dict[str, Any], rows: Optional[list[SliceRow]] = None) -> Fold
     empty: list[str] = []
     for name in metric_order(metrics):
         column = [r.metrics.get(name) for r in rows]
-        if name != head and all(_num((s or {}).get("mean")) is None for s in column):
+        if name != head and all(number((s or {}).get("mean"), finite=True) is None for s in column):
             empty.append(name)
             continue
         twin = next((k for k in shown if all(_same(s, r.metrics.get(k)) for s, r in zip(column, rows))), None)
@@ -294,6 +282,8 @@ def print_summary(metrics: dict[str, Any], brief: bool = False) -> None:
         f"this run: {calls} | cache hits {inv['cache_hits']} | "
         f"skipped (already finished) {inv['examples_skipped']} | wall {inv['total_wall_time_s']:.1f}s",
     ]
+    task_lines = extra.get("summary")  # a task's own verdict lines (Task.run_facts 'summary': a list of text)
+    lines += [str(x) for x in task_lines] if isinstance(task_lines, list) else []
     con.print(escape("\n".join(lines)), highlight=False)
     con.print(escape(f"run dir: {metrics['run_dir']}"), soft_wrap=True, highlight=False)  # a path stays in one piece
     if c.get("model_calls") and c.get("finish_length", 0) > 0.2 * c["model_calls"]:
@@ -315,7 +305,9 @@ class SweepRun:
 def sweep_runs(sweep_dir: str | Path) -> list[SweepRun]:
     """Every job under a sweep dir that left a metrics.json or a job_failed.json."""
     root = Path(sweep_dir)
-    dirs = sorted({p.parent for pat in ("metrics.json", "job_failed.json") for p in root.rglob(pat)})
+    dirs = sorted({p.parent for pat in ("metrics.json", "job_failed.json") for p in root.rglob(pat)
+                   # a shard that finished is shown by its merged run (a failed shard job is shown)
+                   if pat == "job_failed.json" or not (p.parent / "shard.json").is_file()})
     out = []
     for d in dirs:
         metrics = error = None
@@ -323,10 +315,10 @@ def sweep_runs(sweep_dir: str | Path) -> list[SweepRun]:
             metrics = json.loads((d / "metrics.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             pass
-        if (d / "job_failed.json").is_file():
+        if (d / JOB_FAILED).is_file():
             try:
-                error = str(json.loads((d / "job_failed.json").read_text(encoding="utf-8")).get("error", "failed"))
-            except (OSError, ValueError):
+                error = read_job_failed(d).error  # type: ignore[union-attr]
+            except SchemaError:
                 error = "failed (job_failed.json unreadable)"
         out.append(SweepRun(d, metrics, error))
     return out
@@ -365,7 +357,7 @@ def sweep_table(sweep_dir: str | Path, width: int = MAX_WIDTH) -> Optional[Any]:
         if r.metrics is None:
             return (len(tasks), 0.0, str(r.run_dir))
         t, h = str(r.metrics["task"]["name"]), r.metrics["headline_metric"]
-        v = _num((r.metrics["metrics"].get(h) or {}).get("mean"))
+        v = number((r.metrics["metrics"].get(h) or {}).get("mean"), finite=True)
         better = _higher_is_better(r.metrics, h)
         sign = 0.0 if better is None else -1.0 if better else 1.0  # no direction: keep the label order
         return (tasks.index(t), math.inf if v is None else sign * v, _run_label(r, root))
@@ -377,10 +369,11 @@ def sweep_table(sweep_dir: str | Path, width: int = MAX_WIDTH) -> Optional[Any]:
         names = list(dict.fromkeys(m for r in done for m in metric_order(r.metrics)  # type: ignore[arg-type]
                                    if m != heads[tasks[0]]))
         for m in names:
-            vals = [(r.metrics["metrics"].get(m) or {}).get("mean") for r in done]  # type: ignore[index]
-            if all(_num(v) is None for v in vals):
+            vals = [number((r.metrics["metrics"].get(m) or {}).get("mean"), finite=True)  # type: ignore[index]
+                    for r in done]
+            if all(v is None for v in vals):
                 continue
-            if any(all(_num(a) == _num((r.metrics["metrics"].get(k) or {}).get("mean"))  # type: ignore[index]
+            if any(all(a == number((r.metrics["metrics"].get(k) or {}).get("mean"), finite=True)  # type: ignore[index]
                        for a, r in zip(vals, done)) for k in [heads[tasks[0]], *extra]):
                 continue
             extra.append(m)
@@ -422,7 +415,7 @@ def sweep_table(sweep_dir: str | Path, width: int = MAX_WIDTH) -> Optional[Any]:
     for m in shown:
         t.add_column(m, justify="right")
     for r, row, hc in zip(runs, fixed_cells, head_cells):
-        means = [fmt((r.metrics["metrics"].get(m) or {}).get("mean")) if r.metrics else "" for m in shown]
+        means = [fmt((r.metrics["metrics"].get(m) or {}).get("mean"), finite=True) if r.metrics else "" for m in shown]
         t.add_row(*(Text(x) for x in [*row, hc, *means]))
     return t
 

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from recbench.report.layouts import Layouts
+from recbench.report.config_keys import ConfigKeys
 from recbench.store.schema import SchemaError
 from recbench.report.writer import write_report
 
@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--out", help="output folder (default: <first dir>/report)")
     ap.add_argument("--title", default="recbench report")
     ap.add_argument("--formats", default="md,csv,html", help="comma-separated subset of md,csv,html")
-    ap.add_argument("--layouts", help="a layouts YAML replacing conf/report/layouts.yaml")
+    ap.add_argument("--config-keys", metavar="YAML",
+                    help="a YAML replacing conf/report/config_keys.yaml (which config keys make one configuration)")
     ap.add_argument("--max-parse-failure-rate", type=float, default=0.5, metavar="R",
                     help="a run counts as a summary's best method only with a parse-failure share under R "
                          "(default 0.5, as report.max_parse_failure_rate; 1 counts every run)")
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out) if a.out else Path(a.dirs[0]) / "report"
     try:
         written = write_report(a.dirs, out, title=a.title, formats=a.formats.split(","),
-                               layouts=Layouts.load(a.layouts) if a.layouts else None,
+                               config_keys=ConfigKeys.load(a.config_keys) if a.config_keys else None,
                                max_parse_failure_rate=a.max_parse_failure_rate)
     except (FileNotFoundError, SchemaError) as e:
         print(f"recbench.report: {e}", file=sys.stderr)

@@ -2,12 +2,12 @@
 `pair_order_consistency` (comparisons asked in both orders). Benchmark-agnostic: reads only metrics.json."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from recbench.report.collect import Run, variant_labels
-from recbench.report.tables import Cell, Table, _header, _label, fmt
+from recbench.report.numbers import fmt, number
+from recbench.report.tables import Cell, Table, _header, method_label
 
 #: first-slot share columns shown one by one; slots beyond are summed into one derived column
 MAX_SLOTS = 10
@@ -36,15 +36,8 @@ def p_text(p: float) -> str:
     return f"{p:.3g}"
 
 
-def _num(v: Any) -> Optional[float]:
-    """A float, or None for missing / NaN / non-numbers."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return None if math.isnan(float(v)) else float(v)
-
-
 def _cell(metric: str, v: Any, style: str = "3") -> AuditCell:
-    return AuditCell(metric=metric, mean=_num(v), style=style)
+    return AuditCell(metric=metric, mean=number(v), style=style)
 
 
 def _row_labels(runs: list[Run]) -> dict[int, list[str]]:
@@ -55,7 +48,7 @@ def _row_labels(runs: list[Run]) -> dict[int, list[str]]:
         seeds.setdefault((r.task, r.model, r.method, labels[id(r)]), set()).add(str(r.seed))
     out = {}
     for r in runs:
-        method = _label(r.method, labels[id(r)])
+        method = method_label(r.method, labels[id(r)])
         if len(seeds[(r.task, r.model, r.method, labels[id(r)])]) > 1:
             method += f" seed={r.seed}"
         out[id(r)] = [r.task, r.model, method]

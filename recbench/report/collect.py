@@ -11,11 +11,12 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
+from recbench.api.task import Task
+from recbench.report.config_keys import ConfigKeys
+from recbench.report.presentation import GENERIC, Presentation, presentation_of
 from recbench.stats.bootstrap import summarize
-from recbench.report.layouts import Layouts
 from recbench.store.schema import Run as SchemaRun
 from recbench.store.schema import RunResult, SampleRecord, SchemaError, find_run_dirs, read_run
-from recbench.api.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,8 @@ OVERALL = ("all", "all")  # (slice key, slice value) of a run's overall metrics
 
 @dataclass
 class Run:
-    """One run dir as a report sees it: the typed result, the flattened config, identity within a report."""
+    """One run dir as a report sees it: the typed result, the flattened config, identity within a report, and the
+    presentation its benchmark declares."""
 
     dir: Path
     result: RunResult
@@ -38,6 +40,7 @@ class Run:
     subset: dict[str, Any]
     source: SchemaRun = field(repr=False)
     task_class: type = field(default=Task, repr=False)
+    presentation: Presentation = field(default=GENERIC, repr=False)
 
     def samples(self) -> list[SampleRecord]:
         """The run's per-example records, read once through the schema."""
@@ -71,14 +74,9 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _ignored(key: str, layouts: Layouts) -> bool:
-    if key.split(".")[-1] == "seed":
-        return True
-    return any(key == k or key.startswith(k + ".") for k in layouts.ignore_keys)
-
-
-def load_run(run_dir: Path, layouts: Layouts) -> Run:
-    """Read one run dir (through recbench.store.schema) into a Run."""
+def load_run(run_dir: Path, keys: ConfigKeys) -> Run:
+    """Read one run dir (through recbench.store.schema) into a Run; the subset keys are the configured ones and
+    those the run's benchmark declares."""
     src = read_run(run_dir)
     res = src.result
     assert res is not None
@@ -87,23 +85,23 @@ def load_run(run_dir: Path, layouts: Layouts) -> Run:
     model = res.model
     if model == "none":  # model-free reference rows: decoding settings do not apply
         flat = {k: v for k, v in flat.items() if not k.startswith("sampling.")}
-    subset = {k: flat[k] for k in layouts.subset_keys if k in flat}
-    variant = {k: v for k, v in flat.items() if not _ignored(k, layouts) and k not in subset}
     cls = task_class_of(flat.get("task._target_"))
-    layouts.note_metrics(res.metric_info)
-    return Run(dir=run_dir, result=res, config=flat, benchmark=cls.benchmark_id(), task=task,
+    shown = presentation_of(cls)
+    subset = {k: flat[k] for k in dict.fromkeys([*keys.subset_keys, *shown.subset_keys]) if k in flat}
+    variant = {k: v for k, v in flat.items() if not keys.ignored(k) and k not in subset}
+    return Run(dir=run_dir, result=res, config=flat, benchmark=shown.benchmark, task=task,
                # the method as selected (method.name); a task may share one Method class between names
                model=model, method=str(flat.get("method.name") or res.method), seed=flat.get("seed", 0),
-               variant=variant, subset=subset, source=src, task_class=cls)
+               variant=variant, subset=subset, source=src, task_class=cls, presentation=shown)
 
 
-def load_runs(paths: Iterable[str | Path], layouts: Optional[Layouts] = None) -> list[Run]:
+def load_runs(paths: Iterable[str | Path], keys: Optional[ConfigKeys] = None) -> list[Run]:
     """Every run under the given dirs; unreadable ones are skipped with a warning."""
-    layouts = layouts or Layouts.load()
+    keys = keys or ConfigKeys.load()
     runs = []
     for d in find_run_dirs(paths):
         try:
-            runs.append(load_run(d, layouts))
+            runs.append(load_run(d, keys))
         except (OSError, SchemaError) as e:
             log.warning("skipping %s: %s", d, e)
     return runs
@@ -128,13 +126,6 @@ CELL_COLUMNS = ["benchmark", "task", "model", "method", "variant", "seed", "slic
                 "ci_low", "ci_high", "n", "examples", "parse_failed", "pooled", "source", "run_dir"]
 
 
-def _num(v: Any) -> float:
-    try:
-        return math.nan if v is None else float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def _slice_counts(run: Run, key: str, value: str) -> tuple[int, int]:
     """(examples, parse failures) of one breakdown slice, from samples.jsonl."""
     recs = [r for r in run.samples() if str(r.meta.get(key)) == value]
@@ -155,7 +146,7 @@ def run_cells(run: Run, label: str) -> list[dict[str, Any]]:
     for name, v in m.extra.items():
         if name in m.metrics or isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
-        rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": _num(v),
+        rows.append({**base, "slice": OVERALL[0], "value": OVERALL[1], "metric": name, "mean": float(v),
                      "ci_low": math.nan, "ci_high": math.nan, "n": c.examples, "examples": c.examples,
                      "parse_failed": c.parse_failed, "source": f"extra.{name}"})
     for key, vals in m.breakdown.items():

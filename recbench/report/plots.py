@@ -1,5 +1,5 @@
 """Report plots (matplotlib, Agg) as base64 PNG data URIs: headline bars with CI whiskers and parse-failure rates;
-benchmarks add their own figures through Task.report_plots."""
+benchmarks add their own figures in their Presentation (recbench.report.presentation: `plots`)."""
 from __future__ import annotations
 
 import base64
@@ -104,8 +104,9 @@ def all_plots(agg: pd.DataFrame, view: "ReportView") -> list[Plot]:
     if agg.empty:
         return []
     plots = headline_bars(agg, view)
-    for b, cls in view.benchmarks.items():
-        for p in cls.report_plots(agg, view, b):
-            p.section = b
-            plots.append(p)
+    for b, shown in view.benchmarks.items():
+        for draw in shown.plots:
+            for p in draw(agg, view, b):
+                p.section = b
+                plots.append(p)
     return plots + parse_failure_rates(agg)

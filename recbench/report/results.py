@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from recbench.report.numbers import number
+from recbench.store.schema import JOB_FAILED, SchemaError, read_job_failed
+
 #: version of the results.json layout (bump on incompatible changes)
 RESULTS_SCHEMA_VERSION = 1
-#: file a sweep job that failed at run time leaves in its run dir (written by recbench.cli.app)
-JOB_FAILED = "job_failed.json"
 
 
 @dataclass
@@ -57,33 +57,29 @@ class Results:
     failed_jobs: list[FailedJob] = field(default_factory=list)
 
 
-def _num(v: Any) -> Optional[float]:
-    if v is None:
-        return None
-    v = float(v)
-    return None if math.isnan(v) else v
-
-
 def run_entry(run: Any, variant: str = "") -> RunEntry:
     """A RunEntry from a report's Run (recbench.report.collect.Run)."""
     res = run.result
-    metrics = {name: MetricValue(_num(s.mean), _num(s.ci_low), _num(s.ci_high), int(s.n or 0))
+    metrics = {name: MetricValue(number(s.mean), number(s.ci_low), number(s.ci_high), int(s.n or 0))
                for name, s in res.metrics.items()}
     return RunEntry(run_dir=str(run.dir), task=run.task, model=run.model, method=run.method, variant=variant,
                     seed=run.seed, complete=bool(res.complete), counts=asdict(res.counts), metrics=metrics)
 
 
 def failed_jobs(paths: Iterable[str | Path]) -> list[FailedJob]:
-    """Every job_failed.json under the given dirs."""
+    """Every job_failed.json under the given dirs (recbench.store.schema.JobFailed; an unreadable one is listed with
+    exit code 2 and the reason)."""
     out = []
     for p in paths:
         for f in sorted(Path(p).rglob(JOB_FAILED)):
             try:
-                d = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                d = {"error": f"unreadable {f}"}
-            out.append(FailedJob(run_dir=str(f.parent), error=str(d.get("error", "?")),
-                                 exit_code=int(d.get("exit_code", 2)), overrides=list(d.get("overrides") or [])))
+                rec = read_job_failed(f.parent)
+            except SchemaError as e:
+                out.append(FailedJob(run_dir=str(f.parent), error=f"unreadable: {e}", exit_code=2))
+                continue
+            if rec is not None:
+                out.append(FailedJob(run_dir=str(f.parent), error=rec.error, exit_code=rec.exit_code,
+                                     overrides=rec.overrides))
     return out
 
 

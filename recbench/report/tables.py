@@ -1,28 +1,19 @@
-"""Report tables from the seed-aggregated cell table: the generic pieces (cells, tables, best marks, per-task
-tables) and the cross-benchmark summary; benchmarks add their own tables through Task.report_tables."""
+"""Report tables, the pieces every builder shares: the Cell (a seed-aggregated value with its CI, counts and
+sources), the render-agnostic Table, best marks, the lookup Index of aggregated rows, and the ReportView (directions,
+headlines and each task's benchmark presentation). The tables themselves come from recbench.report.builder."""
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import pandas as pd
 
 from recbench.report.collect import OVERALL
-from recbench.report.layouts import Layouts
-from recbench.api.task import Task
-
-MISSING = "—"
-
-
-def fmt(v: Optional[float], digits: int = 3) -> str:
-    """A number with fixed decimals; missing (None/NaN) as an em dash, never as zero."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return MISSING
-    s = f"{v:.{digits}f}"
-    return s[1:] if s.startswith("-") and float(s) == 0 else s  # no "-0.000"
+from recbench.report.directions import Directions
+from recbench.report.numbers import fmt
+from recbench.report.presentation import GENERIC, Presentation
 
 
 @dataclass
@@ -184,16 +175,17 @@ def cell_from(row: Optional[pd.Series], metric: str) -> Cell:
                 parse_failed=i(row["parse_failed"]), pooled=bool(row["pooled"]), sources=json.loads(row["sources"]))
 
 
-def mark_best(table: Table, layouts: Layouts, reference_rows: Iterable[int] = ()) -> None:
+def mark_best(table: Table, directions: Any, reference_rows: Iterable[int] = ()) -> None:
     """Mark the best and second-best value of every column. Values equal as displayed (3 decimals) are ties: they
     share the mark and are flagged `tie`. A model value tied with a reference row (e.g. random) is not 'second best'.
-    A column whose metric has no direction (a count, or an unregistered metric) gets no marks."""
+    A column whose metric has no direction (a count, or an unregistered metric) gets no marks. `directions`: anything
+    with higher_is_better(metric) (Directions, ReportView)."""
     refs = set(reference_rows)
     for j, col in enumerate(table.columns):
         entries = [(i, cells[j]) for i, (_, cells) in enumerate(table.rows) if cells[j].has_value and not cells[j].missing]
         if len(entries) < 2:
             continue
-        hib = layouts.higher_is_better(entries[0][1].metric)
+        hib = directions.higher_is_better(entries[0][1].metric)
         if hib is None:
             continue
         shown = {id(c): round(c.mean, 3) for _, c in entries}
@@ -243,79 +235,17 @@ def parse_failure_rate(row: Any) -> float:
     return 0.0 if isinstance(pf, float) and math.isnan(pf) else float(pf) / float(ex)
 
 
-def _run_config(run_dir: str) -> dict[str, Any]:
-    """A run dir's config.yaml as a dict ({} when unreadable)."""
-    import yaml
-
-    try:
-        return yaml.safe_load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return {}
-
-
-def slices_not_run(df: pd.DataFrame, slice_key: str, expected: Iterable[str]) -> str:
-    """'medium, hard: not in limit=4' — the expected slice values no run of df covers, and why (from each run's
-    config.yaml: a task.<slice>s subset, a limit, else absent from the data); '' when all were run."""
-    have = set(df[df["slice"] == slice_key]["value"])
-    missing = [v for v in expected if v not in have]
-    if not missing:
-        return ""
-    dirs = {s["run_dir"] for src in df["sources"] for s in json.loads(src) if " " not in s["run_dir"]}
-    plural = slice_key[:-1] + "ies" if slice_key.endswith("y") else slice_key + "s"  # difficulty -> difficulties
-    why: list[str] = []
-    for d in sorted(dirs):
-        cfg = _run_config(d)
-        chosen = (cfg.get("task") or {}).get(plural)
-        if chosen and all(v not in {str(x) for x in chosen} for v in missing):
-            why.append(f"task.{plural}=[{','.join(map(str, chosen))}]")
-        elif cfg.get("limit") is not None:
-            why.append(f"limit={cfg['limit']} (run.limit_strategy={(cfg.get('run') or {}).get('limit_strategy', 'first')})")
-    reason = "not in " + " / ".join(dict.fromkeys(why)) if why else "not in the data"
-    return f"{', '.join(missing)}: {reason}"
-
-
-def _label(method: str, variant: str) -> str:
+def method_label(method: str, variant: str) -> str:
+    """'method [variant]', or the method alone when the variant is empty."""
     return f"{method} [{variant}]" if variant else method
 
 
-def _row_order(models: list[str]) -> list[str]:
-    return sorted(models)
-
-
-# ---- generic tables (tasks add their own through Task.report_tables) -------------------------------------
-def per_task_tables(idx: Index, view: "ReportView", benchmark: str) -> list[Table]:
-    """One table per task of the benchmark: model/method rows, the task's report metrics (else all) as columns."""
-    layouts = view.layouts
-    df = idx.df[idx.df["benchmark"] == benchmark]
-    tables = []
-    for task in sorted(set(df["task"])):
-        sub = df[(df["task"] == task) & (df["slice"] == OVERALL[0])]
-        wanted = view.task_classes.get(task, Task).report_metrics
-        have = [m for m in dict.fromkeys(sub["metric"]) if m not in PSEUDO_METRICS]
-        metrics = [m for m in wanted if m in have] if wanted else have
-        cols = [(m,) for m in metrics]
-        rows = []
-        for model in _row_order(list(set(sub["model"]))):
-            for method in sorted(set(sub[sub["model"] == model]["method"])):
-                for var in sorted(set(sub[(sub["model"] == model) & (sub["method"] == method)]["variant"])):
-                    cells = [cell_from(idx.get(task, model, method, var, *OVERALL, m), m) for m in metrics]
-                    for c in cells:
-                        c.fallback = None if c.missing else fallback_of(idx, task, model, method, var, c.metric)
-                    rows.append(([model, _label(method, var)], cells))
-        t = Table(id=f"{benchmark}-{task}", title=f"{view.title(benchmark)}: {task}",
-                  caption=direction_caption(metrics, layouts),
-                  row_header=["model", "method"], header=_header(cols), columns=cols, rows=rows)
-        mark_best(t, layouts)
-        tables.append(t)
-    return tables
-
-
-def direction_caption(metrics: list[str], layouts: Any) -> str:
+def direction_caption(metrics: list[str], directions: Any) -> str:
     """A per-task caption: 'lower is better for mae; no direction (...): n_recommended', or 'higher is better for
     every column'."""
     by = {True: [], False: [], None: []}  # type: dict[Optional[bool], list[str]]
     for m in metrics:
-        by[layouts.higher_is_better(m)].append(m)
+        by[directions.higher_is_better(m)].append(m)
     parts = []
     if by[False]:
         parts.append("lower is better for " + ", ".join(by[False]))
@@ -325,105 +255,32 @@ def direction_caption(metrics: list[str], layouts: Any) -> str:
     return "; ".join(parts) if parts else "higher is better for every column"
 
 
-def _arrow(hib: Optional[bool]) -> str:
-    return " ↑" if hib else (" ↓" if hib is False else "")
-
-
-def summary_table(idx: Index, view: "ReportView") -> Table:
-    """One row per model (its best eligible method per task) and per reference baseline; one column per task headline.
-
-    A model's run is eligible for "best method" only when its parse-failure rate is under
-    view.max_parse_failure_rate (1 = every run counts); a model with runs but none eligible shows "no valid run"."""
-    layouts, headlines = view.layouts, view.headlines
-    bound = view.max_parse_failure_rate
-    df = idx.df[(idx.df["slice"] == OVERALL[0])]
-    order = {b: i for i, b in enumerate(view.benchmarks)}
-    tasks = sorted(set(df["task"]), key=lambda t: (order.get(view.benchmark_of(t), 99), t))
-    cols = [(view.title(view.benchmark_of(t)), f"{t}: {headlines.get(t, '?')}"
-             + _arrow(layouts.higher_is_better(headlines.get(t, "")))) for t in tasks]
-    rows = []
-    row_keys = sorted({(m, None) for m in set(df[df["model"] != "none"]["model"])} |
-                      {("none", me) for me in set(df[df["model"] == "none"]["method"])},
-                      key=lambda k: (k[0] == "none", k[0], k[1] or ""))
-    excluded: list[str] = []
-    for model, ref_method in row_keys:
-        cells = []
-        for task in tasks:
-            metric = headlines.get(task, "")
-            sub = df[(df["task"] == task) & (df["model"] == model) & (df["metric"] == metric)]
-            if ref_method is not None:
-                sub = sub[sub["method"] == ref_method]
-            sub = sub[sub["mean"].notna()]
-            if sub.empty:
-                cells.append(Cell(metric=metric))
-                continue
-            rates = sub.apply(parse_failure_rate, axis=1)
-            ok = (rates < bound) | (bound >= 1)  # a bound of 1 counts every run
-            eligible = sub[ok] if ref_method is None else sub
-            for (_, r), rate, good in zip(sub.iterrows(), rates, ok):
-                if ref_method is None and not good:
-                    excluded.append(f"{model} · {task} · {_label(r['method'], r['variant'])} ({rate:.0%} parse failures)")
-            if eligible.empty:
-                cells.append(Cell(metric=metric, shown="no valid run",
-                                  note=f"every run has >= {bound:.0%} parse failures"))
-                continue
-            best = eligible.sort_values("mean", ascending=layouts.higher_is_better(metric) is False).iloc[0]
-            c = cell_from(best, metric)
-            c.fallback = fallback_of(idx, task, model, best["method"], best["variant"], metric)
-            if ref_method is None:
-                c.chosen = _label(best["method"], best["variant"])
-                c.note = f"best method: {c.chosen}"
-            cells.append(c)
-        label = [model, "best per task"] if ref_method is None else [ref_method, "reference (no model)"]
-        rows.append((label, cells))
-    caption = ("Headline metric per task (↑ higher / ↓ lower is better), 95% bootstrap CI, n = examples behind the "
-               "cell, pf = parse failures. Model rows show their best method per task (named under the value and in "
-               f"the CSV's '· method' column) among runs with under {bound:.0%} parse failures; 'no valid run' when "
-               "none qualifies. Equal values (3 decimals) are ties and share the mark; a model tied with a reference "
-               "row is not marked second best. Seeds are averaged (sd shown). A dash means not run.")
-    if excluded:
-        caption += " Not eligible: " + "; ".join(excluded) + "."
-    t = Table(id="summary", title="Cross-benchmark summary", caption=caption,
-              row_header=["model / baseline", "kind"], header=_header(cols), columns=cols, rows=rows)
-    mark_best(t, layouts, reference_rows=[i for i, (lbl, _) in enumerate(rows) if lbl[1] == "reference (no model)"])
-    return t
-
-
 @dataclass
 class ReportView:
-    """What table and plot builders need besides the cells: directions, headlines, benchmarks and their tasks."""
+    """What table and plot builders need besides the cells: directions, headlines, each task's class and the
+    presentation of its benchmark."""
 
-    layouts: Layouts
+    directions: Directions
     headlines: dict[str, str]  # task -> headline metric
     task_classes: dict[str, type]  # task name -> Task class
-    benchmarks: dict[str, type] = field(default_factory=dict)  # benchmark id -> Task class, in display order
+    presentations: dict[str, Presentation] = field(default_factory=dict)  # task name -> its benchmark's presentation
     max_parse_failure_rate: float = 0.5  # runs at or above this share of parse failures are never "best method"
 
-    def __post_init__(self) -> None:
-        if not self.benchmarks:
-            classes = sorted(self.task_classes.values(), key=lambda c: (c.report_order, c.benchmark_id()))
-            self.benchmarks = {c.benchmark_id(): c for c in classes}
+    @property
+    def benchmarks(self) -> dict[str, Presentation]:
+        """Benchmark key -> its presentation, in display order (declared order, then key)."""
+        by_key = {p.benchmark: p for p in self.presentations.values()}
+        return {p.benchmark: p for p in sorted(by_key.values(), key=lambda p: (p.order, p.benchmark))}
 
     def benchmark_of(self, task: str) -> str:
         """The benchmark a task belongs to."""
-        return self.task_classes.get(task, Task).benchmark_id()
+        return self.presentations.get(task, GENERIC).benchmark
 
     def title(self, benchmark: str) -> str:
         """Display title of a benchmark."""
-        cls = self.benchmarks.get(benchmark)
-        return cls.benchmark_title or benchmark if cls is not None else benchmark
+        p = self.benchmarks.get(benchmark)
+        return p.title if p is not None else benchmark
 
     def higher_is_better(self, metric: str) -> Optional[bool]:
         """Direction of a metric: True / False, None when it has none (a count) or is not registered."""
-        return self.layouts.higher_is_better(metric)
-
-
-def all_tables(agg: pd.DataFrame, view: ReportView) -> list[Table]:
-    """The summary first, then every benchmark's tables (each benchmark's Task class draws its own)."""
-    idx = Index(agg)
-    out = [summary_table(idx, view)]
-    for b, cls in view.benchmarks.items():
-        for t in cls.report_tables(idx, view, b):
-            t.section = b
-            out.append(t)
-    return out
+        return self.directions.higher_is_better(metric)

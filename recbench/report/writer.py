@@ -12,13 +12,15 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from recbench.report.audit_tables import audit_tables
+from recbench.report.builder import all_tables
 from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs, variant_labels
+from recbench.report.config_keys import ConfigKeys
+from recbench.report.directions import Directions
 from recbench.report.expected_rows import add_expected_rows
-from recbench.report.layouts import Layouts
 from recbench.report.plots import Plot, all_plots, row_label
 from recbench.report.results import JOB_FAILED, build_results, failed_jobs, write_results
 from recbench.report.significance import Significance, significance
-from recbench.report.tables import ReportView, Table, all_tables
+from recbench.report.tables import ReportView, Table
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +56,19 @@ def headline_metrics(runs: list[Run]) -> dict[str, str]:
     return {r.task: r.result.headline_metric for r in runs}
 
 
-def build_report(paths: Iterable[str | Path], layouts: Optional[Layouts] = None,
+def build_report(paths: Iterable[str | Path], config_keys: Optional[ConfigKeys] = None,
                  max_parse_failure_rate: float = 0.5) -> Report:
     """Collect runs under the paths into tables and plots; runs with max_parse_failure_rate or more parse failures
-    are never a summary's best method."""
+    are never a summary's best method; config_keys replaces conf/report/config_keys.yaml."""
     paths = [str(p) for p in paths]
-    layouts = layouts or Layouts.load()
+    loaded = load_runs(paths, config_keys or ConfigKeys.load())
+    directions = Directions.of(r.result.metric_info for r in loaded)
     # a sweep job that failed at run time may leave a partial metrics.json: it is listed as failed, not as a run
-    runs = [r for r in load_runs(paths, layouts) if not (r.dir / JOB_FAILED).exists()]
+    runs = [r for r in loaded if not (r.dir / JOB_FAILED).exists()]
     cells = cells_table(runs)
     agg = aggregate_seeds(cells)
-    view = ReportView(layouts, headline_metrics(runs), {r.task: r.task_class for r in runs},
-                      max_parse_failure_rate=max_parse_failure_rate)
+    view = ReportView(directions, headline_metrics(runs), {r.task: r.task_class for r in runs},
+                      {r.task: r.presentation for r in runs}, max_parse_failure_rate=max_parse_failure_rate)
     tables = all_tables(agg, view) if runs else []
     plots = all_plots(agg, view)
     sections = [Section("summary", "Cross-benchmark summary", [t for t in tables if t.section == "summary"])]
@@ -147,10 +150,10 @@ def render_html(rep: Report, title: str = "recbench report") -> str:
 
 
 def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str = "recbench report",
-                 formats: Iterable[str] = ("md", "csv", "html"), layouts: Optional[Layouts] = None,
+                 formats: Iterable[str] = ("md", "csv", "html"), config_keys: Optional[ConfigKeys] = None,
                  max_parse_failure_rate: float = 0.5) -> dict[str, Path]:
     """Build the report for the given run/sweep dirs and write report.{md,html}, cells.csv, tables.csv into out_dir."""
-    rep = build_report(paths, layouts, max_parse_failure_rate)
+    rep = build_report(paths, config_keys, max_parse_failure_rate)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}

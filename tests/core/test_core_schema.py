@@ -11,6 +11,7 @@ import pytest
 from recbench.api.metrics import MetricSpec, metric_spec, register
 from recbench.store.schema import SCHEMA_VERSION, SchemaError, read_run
 
+pytestmark = pytest.mark.fast
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "run_v1_perrec_listwise"
 
 
@@ -27,16 +28,6 @@ def test_reads_a_version_1_run_dir():
     assert run.config["method"]["name"] == "listwise"
 
 
-def test_report_builds_from_a_version_1_run_dir(tmp_path):
-    from recbench.report import build_report
-
-    shutil.copytree(V1, tmp_path / "v1")
-    rep = build_report([tmp_path / "v1"])
-    t1 = next(t for t in rep.tables if t.id == "perrec-table1")
-    cell = dict(zip(t1.columns, t1.rows[0][1]))[("listwise", "easy")]
-    assert cell.mean == pytest.approx(0.25)
-
-
 @pytest.mark.parametrize("version", [99, None, "2"])
 def test_unknown_schema_version_is_refused_naming_the_file(tmp_path, version):
     shutil.copytree(V1, tmp_path / "r")
@@ -49,23 +40,25 @@ def test_unknown_schema_version_is_refused_naming_the_file(tmp_path, version):
 
 def test_current_runs_write_the_current_version_with_metric_info(tmp_path):
     from recbench.run.evaluate import run_from_config
-    from tests.helpers import compose_cfg
+    from tests.toy import toy_cfg
 
-    run_from_config(compose_cfg(["method=user_avg", "limit=6", f"cache.path={tmp_path / 'c.sqlite'}",
-                                 "run.progress=false"]), tmp_path / "run")
+    run_from_config(toy_cfg(["method=toy_popular", "limit=6"], tmp_path), tmp_path / "run")
     r = read_run(tmp_path / "run").result
-    assert r.schema_version == SCHEMA_VERSION
-    assert r.metric_info["ptc"] == {"higher_is_better": True, "direction": "higher", "binary": False,
-                                    "aggregation": "mean"}
-    assert r.metric_info["rating_rmse"]["higher_is_better"] is False
+    assert r.schema_version == SCHEMA_VERSION and r.task_name == "toy" and r.cluster_by == "user"
+    assert r.metric_info["toy_tau"] == {"higher_is_better": True, "direction": "higher", "binary": False,
+                                        "aggregation": "mean"}
+    assert r.metric_info["toy_miss"]["higher_is_better"] is False and r.metric_info["toy_hit"]["binary"] is True
 
 
 def test_registered_direction_reaches_the_report_best_marks(tmp_path):
-    from recbench.report.layouts import Layouts
+    from recbench.report.directions import Directions
+
+    import tests.toy.task  # noqa: F401 - registers the toy metrics
 
     register(MetricSpec("test_regret_at_3", higher_is_better=False))
-    lay = Layouts.load()
-    assert lay.higher_is_better("test_regret_at_3") is False and lay.higher_is_better("ptc") is True
+    lay = Directions()
+    assert lay.higher_is_better("test_regret_at_3") is False and lay.higher_is_better("toy_tau") is True
+    assert lay.higher_is_better("toy_miss") is False
     assert metric_spec("hr@7").binary and metric_spec("hr@7").higher_is_better  # family lookup
     # a metric only a run recorded (e.g. a user's YAML task) takes its recorded direction
     lay.note_metrics({"my_loss": {"higher_is_better": False, "binary": False, "aggregation": "mean"}})

@@ -186,7 +186,7 @@ def check_report_page(html: Path) -> dict[str, Any]:
     and every table cell backed by metrics.json shows exactly that value. Returns the page facts."""
     import statistics
 
-    from recbench.report.tables import fmt
+    from recbench.report.numbers import fmt
 
     binary = find_chromium()
     assert binary, "chromium not found"

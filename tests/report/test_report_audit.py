@@ -16,7 +16,7 @@ from tests.doubles import ScriptedBackend
 from recbench.run.evaluate import run_from_config
 from recbench.report import build_report, write_report
 from recbench.report.audit_tables import p_text
-from recbench.report.tables import MISSING, fmt
+from recbench.report.numbers import MISSING, fmt
 from tests.helpers import compose_cfg
 
 USER_LINE = re.compile(r"^(User [A-Z]):\n- Average rating", re.M)

@@ -16,7 +16,7 @@ from recbench.cli.summary import print_summary
 
 from recbench.run.evaluate import run_from_config
 from recbench.report import build_report, write_report
-from recbench.report.layouts import Layouts
+from recbench.report.directions import Directions
 from recbench.report.tables import Cell, Table, mark_best
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
@@ -165,6 +165,6 @@ def _table(values: list[float | None], refs: int = 0) -> Table:
 ])
 def test_ties_share_the_mark_and_a_reference_tie_is_not_second(values, refs, marks, ties):
     t = _table(values)
-    mark_best(t, Layouts.load(), reference_rows=refs)
+    mark_best(t, Directions(), reference_rows=refs)
     assert [c[0].mark for _, c in t.rows] == marks
     assert [c[0].tie for _, c in t.rows] == ties

@@ -46,7 +46,7 @@ def test_sweep_report_letters_and_comparisons_equal_recbench_compare_json(tmp_pa
     import sys
 
     from recbench.stats.verdicts import Comparison, ci_disagrees, letters
-    from recbench.report.tables import fmt
+    from recbench.report.numbers import fmt
 
     diffs = "task.difficulties=[easy,hard]"
     _run(tmp_path, "runs/listwise", ["method=listwise", diffs, "limit=60"], ScriptedBackend(listwise_answer))

@@ -14,7 +14,7 @@ from recbench.run.construct import bundled_data
 from recbench.run.evaluate import run_from_config
 from recbench.report.published import load_benchmark, load_file, outside_ci, published_dir
 from recbench.report import build_report, write_report
-from recbench.tasks.recbench_plus.presentation import OUTSIDE_MARK
+from recbench.report.published_rows import OUTSIDE_MARK
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
 

@@ -1,5 +1,5 @@
 """Report writer on real run dirs (reference baselines + a scripted model on PerRecBench, RecBench+, LLMRec):
-layouts, seed aggregation, missing cells, pooled subset runs, Markdown/CSV/HTML agree with metrics.json."""
+table layouts, seed aggregation, missing cells, pooled subset runs, Markdown/CSV/HTML agree with metrics.json."""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,7 @@ from tests.doubles import ScriptedBackend
 from recbench.run.evaluate import run_from_config
 from recbench.stats.bootstrap import summarize
 from recbench.report import build_report, write_report
-from recbench.report.tables import MISSING
+from recbench.report.numbers import MISSING
 from tests.helpers import compose_cfg, listwise_answer
 
 REPO = Path(__file__).resolve().parents[2]

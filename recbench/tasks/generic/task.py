@@ -6,17 +6,16 @@ import hashlib
 import math
 import random
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
 from omegaconf import DictConfig, OmegaConf
 
-from recbench.api.config import flag, list_of, one_of, text, whole
+from recbench.api.config import YamlTaskConf, flag, list_of, one_of, text, whole, with_defaults
 from recbench.api.datafiles import finite, jsonl_records, read_csv, read_json
 from recbench.api.prompts import render_string, sandbox
 from recbench.api.errors import ConfigError, DataError, lookup, suggest
-from recbench.store.schema import SampleRecord
-from recbench.api.task import Method, Task
+from recbench.api.task import Method, ReferenceMethod, Settings, Task
 from recbench.api import metrics as M
 from recbench.tasks.generic import parsers as P
 from recbench.api.types import Example, MethodGen, Outcome, Request, file_sha256
@@ -72,17 +71,18 @@ class GenericTask(Task):
     """A config-only benchmark; see conf/task/generic_yesno.yaml and docs/new_benchmark.md."""
 
     name = "generic"
-    benchmark_title = "Config-only benchmarks"
-    report_order = 3
     #: valid values of the optional keys (docs/new_benchmark.md), checked before anything is loaded
     settings_rules = {"constrained": flag(), "max_tokens": whole(1, null=True), "headline_metric": text(null=True),
                       "breakdown_by": list_of(text(), min_len=0, null=True), "ground_truth": text(),
                       "data.format": one_of(*FORMATS, null=True), "data.id_field": text(null=True),
                       "prompt.system": text(null=True), "prompt.template": text(null=True),
                       "prompt.template_file": text(null=True)}
+    #: a subclass may add a metric in score() without declaring it: recorded with direction 'unknown' (a warning)
+    undeclared_metrics = "unknown"
 
     def __init__(self, cfg: DictConfig):
         super().__init__(cfg)
+        self.cfg = Settings.of(with_defaults(cfg, YamlTaskConf))  # the keys a task YAML leaves out: YamlTaskConf's
         self.name = str(cfg.get("name") or "generic")
         self.parser_cfg = cfg.get("parser") or {}
         self.parse = P.build(self.parser_cfg)
@@ -128,7 +128,7 @@ class GenericTask(Task):
         """One Example per data row (id from task.data.id_field, else the row number); the prompt is checked
         against the first row so template errors surface before any model call."""
         path = self._data_path()
-        rows = read_records(path, (self.cfg.data.get("format") or None))
+        rows = read_records(path, (self.cfg.data.format or None))
         if not rows:
             raise ConfigError(f"task.data.path: {path} holds no records")
         gt = str(self.cfg.ground_truth)
@@ -140,7 +140,7 @@ class GenericTask(Task):
             if key not in rows[0]:
                 raise ConfigError(f"task.breakdown_by '{key}' is not a field of {path.name}.{suggest(key, fields)} "
                                   f"Fields: {', '.join(fields)}")
-        id_field = self.cfg.data.get("id_field", "id")
+        id_field = self.cfg.data.id_field
         numeric = self.parser_cfg.get("kind") == "number"  # a number answer is scored against a number
         out = []
         for i, row in enumerate(rows):
@@ -168,7 +168,7 @@ class GenericTask(Task):
 
     def messages(self, example: Example) -> list[dict[str, str]]:
         """System message (task.prompt.system, optional) + the rendered user prompt."""
-        system = (self.cfg.get("prompt") or {}).get("system")
+        system = self.cfg.prompt.system
         msgs = [{"role": "system", "content": str(system)}] if system else []
         return msgs + [{"role": "user", "content": self.prompt(example)}]
 
@@ -190,16 +190,10 @@ class GenericTask(Task):
                 out[m.record_name] = fail
         return out
 
-    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """Corpus-level metrics (e.g. rmse from the per-example squared errors)."""
-        recs = list(records)
-        out = {}
-        for m in self.metrics:
-            if m.spec.corpus is not None:
-                k = m.record_name
-                vals = [v for r in recs if not math.isnan(v := r.value(k))]
-                out[m.name] = m.spec.corpus(vals) if vals else None
-        return out
+    def declared_metrics(self) -> dict[str, M.MetricSpec]:
+        """The metrics task.metrics names, by output name (a corpus one, e.g. rmse, is computed from its per-example
+        value over the run)."""
+        return {m.name: m.spec for m in self.metrics}
 
     def identity(self) -> dict[str, Any]:
         """Task name, data file and its hash, template hash, parser, ground truth and metrics."""
@@ -212,7 +206,7 @@ class GenericTask(Task):
                 "metrics": [m.name for m in self.metrics]}
 
 
-class ZeroShot(Method):
+class ZeroShot(Method[GenericTask]):
     """One prompt per example (the task's template); the answer goes through the task's parser."""
 
     name = "zero_shot"
@@ -220,9 +214,9 @@ class ZeroShot(Method):
 
     def run(self, example: Example) -> MethodGen:
         """Yield one request; parse the answer into an Outcome."""
-        task: GenericTask = self.task  # type: ignore[assignment]
-        max_tokens = self.cfg.max_tokens or task.cfg.get("max_tokens") or 16  # task key optional in a user YAML
-        constraint = P.constraint(task.parser_cfg) if task.cfg.get("constrained") else None
+        task = self.task
+        max_tokens = self.cfg.max_tokens or task.cfg.max_tokens or YamlTaskConf.max_tokens  # task's null: the default
+        constraint = P.constraint(task.parser_cfg) if task.cfg.constrained else None
         req = Request.chat(task.messages(example), self.sampling(int(max_tokens)), constraint=constraint,
                            example_id=example.id)
         resp = (yield [req])[0]
@@ -230,21 +224,19 @@ class ZeroShot(Method):
         return Outcome(p.value, p.status, {"note": p.note, "answer": resp.text})
 
 
-class RandomChoice(Method):
+class RandomChoice(ReferenceMethod[GenericTask]):
     """Reference row: a uniformly random choice per example (seeded by `seed` and the id). Needs no model."""
 
     name = "random"
-    needs_backend = False
     settings_rules = {"seed": whole(null=True)}
 
-    def run(self, example: Example) -> MethodGen:
+    def predict(self, example: Example) -> Outcome:
         """Pick one of task.parser.choices at random."""
-        task: GenericTask = self.task  # type: ignore[assignment]
+        task = self.task
         if task.parser_cfg.get("kind") != "choice":
             raise ConfigError("method=random needs task.parser.kind=choice (it draws one of task.parser.choices)")
         rng = random.Random(f"{self.seed}:{example.id}")
         return Outcome(rng.choice([str(c) for c in task.parser_cfg.get("choices")]), "ok", {})
-        yield  # noqa: unreachable - makes this a generator
 
 
 GenericTask.methods = {m.name: m for m in (ZeroShot, RandomChoice)}

@@ -5,12 +5,12 @@ import functools
 import math
 import re
 from collections import Counter
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from recbench.api.metrics import MetricSpec, register
+from recbench.api.metrics import MetricSpec
 from recbench.api.parsing import parse_number
 from recbench.api.prompts import render
 from recbench.store.schema import SampleRecord
@@ -24,24 +24,6 @@ from recbench.tasks.llmrec.candidates import ensure_frozen, load_candidates
 from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
 from recbench.tasks.llmrec.resolve import ItemResolver
 from recbench.api.types import Example, Outcome, Response
-
-register(
-    MetricSpec("parsed", binary=True, doc="1 when the answer carried a rating"),
-    MetricSpec("bleu4", doc="sentence BLEU-4 (sacrebleu, 0-100)"),
-    MetricSpec("corpus_bleu4", aggregation="corpus", doc="corpus BLEU-4 (sacrebleu, 0-100)"),
-    MetricSpec("rmse_parsed", higher_is_better=False, aggregation="corpus", doc="RMSE over parsed answers"),
-    MetricSpec("mae_parsed", higher_is_better=False, aggregation="corpus", doc="MAE over parsed answers"),
-    MetricSpec("share_hallucinated", higher_is_better=False, doc="share of named items not in the catalogue"),
-    MetricSpec("share_out_of_candidate", higher_is_better=False, doc="share of named items outside the candidates"),
-    MetricSpec("share_duplicate", higher_is_better=False, doc="share of named items named twice"),
-    MetricSpec("share_in_candidates", doc="share of named items among the candidates"),
-    MetricSpec("n_valid_items", doc="candidate items named in the answer"),
-    MetricSpec("n_fallback", higher_is_better=None, doc="answers scored with task.fallback_rating (a count)"),
-    MetricSpec("fallback_rating", higher_is_better=None, doc="the rating given to unparsed answers (a setting)"),
-    MetricSpec("empty_predictions", higher_is_better=None, doc="empty generated texts (a count: no direction)"),
-    MetricSpec("answers_with_fewer_than_n_valid", higher_is_better=None,
-               doc="answers naming fewer than n_recommend candidates (a count: no direction)"),
-)
 
 PKG = "recbench.tasks.llmrec"
 
@@ -63,8 +45,6 @@ def _clip(s: str, n: int | None) -> str:
 class LLMRecTask(Task):
     """Shared parts: prompt rendering from templates/, task identity, lazy id -> example lookup."""
 
-    benchmark_title = "LLMRec"
-    report_order = 2
     breakdown_order = {"history": HISTORY_BUCKETS, "popularity": ("low", "mid", "high")}
 
     subtask: ClassVar[str] = ""
@@ -140,10 +120,26 @@ class RatingTask(_ReviewTask):
     template = "rating.j2"
     headline_metric = "mae"
     breakdown_by = ("rating", "history")
-    report_metrics = ("rmse", "mae")
 
     methods = {"zero_shot": m.ZeroShot, "global_mean": m.GlobalMean, "user_mean": m.UserMean,
                "item_mean": m.ItemMean, "random": m.RandomRating}
+    #: per example: 'parsed' (and the standard mae / mse); over the run (corpus_errors): RMSE / MAE with the fallback
+    #: for failures and over parsed answers, the count of fallbacks and the fallback rating used
+    metric_specs = (
+        MetricSpec("parsed", binary=True, doc="1 when the answer carried a rating"),
+        MetricSpec("rmse", higher_is_better=False, aggregation="corpus", doc="RMSE of clamped ratings, all answers",
+                   corpus=lambda records, task: task.corpus_errors(records)["rmse"]),
+        MetricSpec("mae", higher_is_better=False, doc="MAE of clamped ratings over all answers (per example: mae)",
+                   corpus=lambda records, task: task.corpus_errors(records)["mae"]),
+        MetricSpec("rmse_parsed", higher_is_better=False, aggregation="corpus", doc="RMSE over parsed answers",
+                   corpus=lambda records, task: task.corpus_errors(records)["rmse_parsed"]),
+        MetricSpec("mae_parsed", higher_is_better=False, aggregation="corpus", doc="MAE over parsed answers",
+                   corpus=lambda records, task: task.corpus_errors(records)["mae_parsed"]),
+        MetricSpec("n_fallback", higher_is_better=None, doc="answers scored with task.fallback_rating (a count)",
+                   corpus=lambda records, task: task.corpus_errors(records)["n_fallback"]),
+        MetricSpec("fallback_rating", higher_is_better=None, doc="the rating given to unparsed answers (a setting)",
+                   corpus=lambda records, task: task.corpus_errors(records)["fallback_rating"]),
+    )
 
     def load(self) -> list[Example]:
         """One example per user: the most recent review's rating."""
@@ -173,11 +169,12 @@ class RatingTask(_ReviewTask):
         """The true rating."""
         return {"rating": example.data["rating"]}
 
-    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """RMSE/MAE over all examples (fallback for failures) and over parsed answers only."""
+    def corpus_errors(self, records: Sequence[SampleRecord]) -> dict[str, Optional[float]]:
+        """RMSE/MAE of clamped ratings over all examples (fallback_rating for failures) and over parsed answers only,
+        the failures scored with the fallback and the fallback itself; all None for no records."""
         recs = list(records)
         if not recs:
-            return {}
+            return dict.fromkeys(("rmse", "mae", "rmse_parsed", "mae_parsed", "n_fallback", "fallback_rating"))
         fb = float(self.cfg.fallback_rating)
         truth = [self.by_id[r.id].data["rating"] for r in recs]
         pred = [fb if r.prediction is None else float(r.prediction) for r in recs]
@@ -207,7 +204,14 @@ def clean_text_answer(text: str) -> tuple[str, str]:
 class _TextTask(_ReviewTask):
     headline_metric = "rougeL"
     breakdown_by = ("history",)
-    report_metrics = ("bleu4", "rouge1", "rouge2", "rougeL")
+    #: per example: bleu4 (and the standard rouge1/2/L); over the run: corpus BLEU-4 and the empty answers
+    metric_specs = (
+        MetricSpec("bleu4", doc="sentence BLEU-4 (sacrebleu, 0-100)"),
+        MetricSpec("corpus_bleu4", aggregation="corpus", doc="corpus BLEU-4 (sacrebleu, 0-100)",
+                   corpus=lambda records, task: task.corpus_bleu4(records)),
+        MetricSpec("empty_predictions", higher_is_better=None, doc="empty generated texts (a count: no direction)",
+                   corpus=lambda records, task: sum(1 for r in records if not (r.prediction or "").strip())),
+    )
 
     methods = {"zero_shot": m.ZeroShot}
 
@@ -232,13 +236,14 @@ class _TextTask(_ReviewTask):
         """The reference text."""
         return {"reference": self.reference(example)}
 
-    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """Corpus BLEU-4 over all examples (failed answers count as empty) and the reference definition."""
+    def corpus_bleu4(self, records: Sequence[SampleRecord]) -> float:
+        """Corpus BLEU-4 over all examples (failed answers count as empty)."""
         recs = list(records)
-        hyps = [r.prediction or "" for r in recs]
-        refs = [self.reference(self.by_id[r.id]) for r in recs]
-        return {"corpus_bleu4": M.corpus_bleu4(hyps, refs), "reference": self.reference_kind(),
-                "empty_predictions": sum(1 for h in hyps if not h.strip())}
+        return M.corpus_bleu4([r.prediction or "" for r in recs], [self.reference(self.by_id[r.id]) for r in recs])
+
+    def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+        """What the reference text is."""
+        return {"reference": self.reference_kind()}
 
     def reference_kind(self) -> str:
         """Words describing what the reference is."""
@@ -297,12 +302,28 @@ class _RankTask(LLMRecTask):
 
     headline_metric = "ndcg@10"
     breakdown_by = ("history", "popularity")
-    report_metrics = ("hr@1", "hr@5", "ndcg@5", "hr@10", "ndcg@10")
     ordered_history: ClassVar[bool] = True
     settings_rules = settings.RANK  # valid values of the task keys, checked before anything is loaded
 
     methods = {"zero_shot": m.ZeroShot, "popularity": m.Popularity, "item_knn": m.ItemKNN, "mf": m.PureSVD,
                "random": m.RandomRank}
+    #: per answer (score): the shares of its named items that were hallucinated / outside the candidates / named
+    #: twice, and the candidates it named (besides the standard hr@k / ndcg@k); over the run (named_items): the same
+    #: shares over all items named, and the answers naming fewer than n_recommend candidates. Model answers only.
+    metric_specs = (
+        MetricSpec("share_in_candidates", doc="share of named items among the candidates",
+                   corpus=lambda records, task: named_share(records, "in_candidates")),
+        MetricSpec("share_out_of_candidate", higher_is_better=False, doc="share of named items outside the candidates",
+                   corpus=lambda records, task: named_share(records, "out_of_candidate")),
+        MetricSpec("share_hallucinated", higher_is_better=False, doc="share of named items not in the catalogue",
+                   corpus=lambda records, task: named_share(records, "hallucinated")),
+        MetricSpec("share_duplicate", higher_is_better=False, doc="share of named items named twice",
+                   corpus=lambda records, task: named_share(records, "duplicate")),
+        MetricSpec("n_valid_items", doc="candidate items named in the answer"),
+        MetricSpec("answers_with_fewer_than_n_valid", higher_is_better=None,
+                   doc="answers naming fewer than n_recommend candidates (a count: no direction)",
+                   corpus=lambda records, task: task.short_answers(records)),
+    )
 
     @property
     def ks(self) -> tuple[int, ...]:
@@ -332,9 +353,9 @@ class _RankTask(LLMRecTask):
     def _load(self) -> list[Example]:
         cc = self.cfg.candidates
         # first use: freeze the file (deterministic, progress bar); load_candidates then verifies the recorded hash
-        ensure_frozen(cc.path, cc.get("sha256"), self.data, kind=self.subtask, seed=int(cc.get("seed", 2023)),
-                      n_negatives=int(cc.get("negatives", 99)), progress=bool(cc.get("progress", True)))
-        cands = load_candidates(cc.path, cc.get("sha256"), self.data)
+        ensure_frozen(cc.path, cc.sha256, self.data, kind=self.subtask, seed=int(cc.seed),
+                      n_negatives=int(cc.negatives), progress=bool(cc.progress))
+        cands = load_candidates(cc.path, cc.sha256, self.data)
         canon = {i: i for i in self.data.items}
         counts = Counter(i for seq in self.train_sequences().values() for i in seq)  # training interactions per item
         targets = [float(counts.get(seq[-1], 0)) for seq in self.data.sequences.values()]
@@ -387,9 +408,14 @@ class _RankTask(LLMRecTask):
         target = example.data["target"]
         return {"target": target, "title": self.data.titles.get(target, "")}
 
-    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """Corpus-level shares of named items that were hallucinated / out-of-candidate / duplicates; the exact
-        expectation of a random ranker (1 positive among each example's C candidates); the strata thresholds."""
+    def short_answers(self, records: Sequence[SampleRecord]) -> Optional[int]:
+        """Model answers naming fewer than n_recommend candidates (None when no record is a model answer)."""
+        recs = [r for r in records if "named" in r.details]
+        return sum(1 for r in recs if r.details["in_candidates"] < int(self.cfg.n_recommend)) if recs else None
+
+    def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+        """The strata thresholds, the order audit, the exact expectation of a random ranker (1 positive among each
+        example's C candidates) and, for model answers, the counts of named items by kind."""
         records = list(records)
         sizes = [len(self.by_id[r.id].data["candidates"]) for r in records if r.id in self.by_id]
         base: dict[str, Any] = {"strata": getattr(self, "strata", {})}
@@ -401,16 +427,23 @@ class _RankTask(LLMRecTask):
                 rnd[f"ndcg@{k}"] = float(np.mean([expected_ndcg_at_k(k, c) for c in sizes]))
             base["random_expectation"] = rnd
             base["random_expectation_candidates"] = sorted(set(sizes))
-        recs = [r for r in records if "named" in r.details]
-        if not recs:
-            return base
-        tot = {k: sum(r.details[k] for r in recs) for k in
-               ("named", "in_candidates", "out_of_candidate", "hallucinated", "duplicate", "fuzzy")}
-        named = tot["named"] or 1
-        return {**base, "items_named": tot, **{f"share_{k}": tot[k] / named for k in
-                                      ("in_candidates", "out_of_candidate", "hallucinated", "duplicate")},
-                "answers_with_fewer_than_n_valid": sum(1 for r in recs if r.details["in_candidates"]
-                                                       < int(self.cfg.n_recommend))}
+        tot = items_named(records)
+        return {**base, "items_named": tot} if tot is not None else base
+
+
+NAMED_KINDS = ("named", "in_candidates", "out_of_candidate", "hallucinated", "duplicate", "fuzzy")
+
+
+def items_named(records: Sequence[SampleRecord]) -> Optional[dict[str, int]]:
+    """Items named over all model answers, by kind (None when no record is a model answer: a reference row)."""
+    recs = [r for r in records if "named" in r.details]
+    return {k: sum(r.details[k] for r in recs) for k in NAMED_KINDS} if recs else None
+
+
+def named_share(records: Sequence[SampleRecord], kind: str) -> Optional[float]:
+    """The share of all items named in model answers that were of `kind` (None for a reference row)."""
+    tot = items_named(records)
+    return None if tot is None else tot[kind] / (tot["named"] or 1)
 
 
 class SequentialTask(_RankTask):

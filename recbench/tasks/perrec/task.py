@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from recbench.api.metrics import MetricSpec, register
+from recbench.api.metrics import MetricSpec
 from recbench.api.errors import ConfigError, suggest
 from recbench.stats.bootstrap import kendall_tau_ranks
 from recbench.store.schema import SampleRecord
@@ -14,43 +14,19 @@ from recbench.audits.order import audit_aggregates
 from recbench.stats.baselines import expected_ptc
 from recbench.api.task import Task
 from recbench.tasks.perrec import settings
-from recbench.tasks.perrec.metrics import kendall_tau_legacy
+from recbench.tasks.perrec.metrics import kendall_tau_legacy, rating_errors
 from recbench.tasks.perrec.data import add_strata, history_item_counts, item_rating_counts, load_examples, true_order
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
                                            UserAverage)
 from recbench.api.types import Example, Outcome, file_sha256
 from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE, HISTORY_LABELS, STRATA_LABELS
 
-register(
-    MetricSpec("ptc", doc="Kendall tau of true vs predicted per-user ranks (a failed parse scores 0)"),
-    MetricSpec("ptc_parsed", doc="PTC over fully parsed groups only"),
-    MetricSpec("rating_mae", higher_is_better=False, aggregation="corpus", doc="rating MAE over all users"),
-    MetricSpec("rating_rmse", higher_is_better=False, aggregation="corpus", doc="rating RMSE over all users"),
-    MetricSpec("rating_n", higher_is_better=None, doc="users behind rating_mae / rating_rmse (a count: no direction)"),
-    MetricSpec("rating_groups", higher_is_better=None, doc="groups behind rating_mae / rating_rmse (a count)"),
-)
 
 
 class PerRecTask(Task):
     """PerRecBench (Tan et al. 2025): PTC = Kendall tau between true and predicted per-user ranks; MAE/RMSE of ratings."""
 
-    benchmark_title = "PerRecBench"
-    report_order = 0
     conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
-
-    @classmethod
-    def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
-        """Table 1 layout (model rows; method x difficulty) and the reference rows."""
-        from recbench.tasks.perrec.presentation import perrec_tables
-
-        return perrec_tables(idx, view, benchmark)
-
-    @classmethod
-    def report_plots(cls, agg: Any, view: Any, benchmark: str) -> list[Any]:
-        """PTC against group size."""
-        from recbench.tasks.perrec.presentation import ptc_vs_group_size
-
-        return ptc_vs_group_size(agg, view, benchmark)
 
     name = "perrec"
     methods = {m.name: m for m in (Pointwise, Pairwise, Listwise, RandomOrder, BM25History, UserAverage, ItemAverage)}
@@ -60,6 +36,20 @@ class PerRecTask(Task):
                        "history": HISTORY_LABELS}
     headline_metric = "ptc"
     settings_rules = settings.TASK  # valid values of the task keys, checked before anything is loaded
+    #: ptc per group (score); rating MAE / RMSE over all users of the groups with a full rating prediction, group-size
+    #: weighted (corpus; only for methods that predict ratings); per-group mae / mse are the standard metrics
+    metric_specs = (
+        MetricSpec("ptc", doc="Kendall tau of true vs predicted per-user ranks (a failed parse scores 0)"),
+        MetricSpec("ptc_parsed", doc="PTC over fully parsed groups only"),
+        MetricSpec("rating_mae", higher_is_better=False, aggregation="corpus", doc="rating MAE over all users",
+                   corpus=lambda records, task: rating_errors(records)["mae"]),
+        MetricSpec("rating_rmse", higher_is_better=False, aggregation="corpus", doc="rating RMSE over all users",
+                   corpus=lambda records, task: rating_errors(records)["rmse"]),
+        MetricSpec("rating_n", higher_is_better=None, doc="users behind rating_mae / rating_rmse (a count: no direction)",
+                   corpus=lambda records, task: rating_errors(records)["n"]),
+        MetricSpec("rating_groups", higher_is_better=None, doc="groups behind rating_mae / rating_rmse (a count)",
+                   corpus=lambda records, task: rating_errors(records)["groups"]),
+    )
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -147,20 +137,14 @@ class PerRecTask(Task):
                 "rating": {u["user_id"]: u["rating"] for u in users},
                 "avg_rating": {u["user_id"]: u["avg_rating"] for u in users}}
 
-    def extra_aggregates(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """Rating MAE and RMSE over all users of the groups with a full rating prediction (group-size weighted)."""
+    def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+        """The expected PTC of a random ranking, the order audit / pairwise order consistency, the strata thresholds."""
         records = list(records)
         out: dict[str, Any] = {"random_expectation": {"ptc": expected_ptc()}}
         out.update(audit_aggregates(records, self.headline_metric))  # order audit / pairwise order consistency
         if self.strata:
             out["strata"] = self.strata
-        rs = [r for r in records if not math.isnan(r.value("mae"))]
-        if not rs:
-            return out
-        n = sum(int(r.meta.get("group_size", 1)) for r in rs)
-        mae = sum(r.value("mae") * int(r.meta.get("group_size", 1)) for r in rs) / n
-        mse = sum(r.value("mse") * int(r.meta.get("group_size", 1)) for r in rs) / n
-        return {**out, "rating_mae": mae, "rating_rmse": math.sqrt(mse), "rating_n": n, "rating_groups": len(rs)}
+        return out
 
     def identity(self) -> dict[str, Any]:
         """Task name, data folder and a hash of its groups file, and the settings that change prompts or scores."""

@@ -12,7 +12,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from recbench.api.datafiles import numeric_columns, read_csv, require_columns
-from recbench.api.metrics import MetricSpec, register
+from recbench.api.metrics import MetricSpec
 from recbench.kg.graph import KnowledgeGraph, display_title, split_year
 from recbench.api.errors import ConfigError
 from recbench.api.task import Task, to_plain
@@ -23,35 +23,11 @@ from recbench.tasks.recbench_plus.methods import AssistantMethod
 from recbench.tasks.recbench_plus.reference import BM25Items, PopularMatch
 from recbench.api.types import Example, Outcome
 
-register(
-    MetricSpec("recall", doc="official recall of the ground-truth titles"),
-    MetricSpec("precision", doc="official precision"),
-    MetricSpec("ftr", higher_is_better=False, binary=True, doc="format-error rate (official)"),
-    MetricSpec("cmr", doc="condition match rate of recommended items found in the KG"),
-    MetricSpec("kg_existence", doc="share of recommended items found in the KG"),
-    MetricSpec("strict_recall", doc="recall of catalogue-resolved titles"),
-    MetricSpec("strict_precision", doc="precision of catalogue-resolved titles"),
-    MetricSpec("strict_ndcg", doc="NDCG of catalogue-resolved titles"),
-    MetricSpec("hallucination_rate", higher_is_better=False, doc="share of recommended titles not in the catalogue"),
-    MetricSpec("duplicate_rate", higher_is_better=False, doc="share of recommended titles naming an item again"),
-    MetricSpec("n_recommended", higher_is_better=None, doc="titles in the answer (a count: no direction)"),
-)
-
 log = logging.getLogger(__name__)
 
 
 class RecBenchPlusTask(Task):
     """RecBench+ (Huang et al. 2025): explicit / implicit / misinformed / interest / demographics queries."""
-
-    benchmark_title = "RecBench+"
-    report_order = 1
-
-    @classmethod
-    def report_tables(cls, idx: Any, view: Any, benchmark: str) -> list[Any]:
-        """Recall / precision / CMR / FTR by query type, with and without history."""
-        from recbench.tasks.recbench_plus.presentation import recbench_plus_tables
-
-        return recbench_plus_tables(idx, view, benchmark)
 
     name = "recbench_plus"
     methods = {"assistant": AssistantMethod, "assistant_history": AssistantMethod,
@@ -61,6 +37,20 @@ class RecBenchPlusTask(Task):
     headline_metric = "recall"
     settings_rules = settings.TASK  # valid values of the task keys, checked before anything is loaded
     conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
+    #: what score() returns per query (besides the standard 'ndcg')
+    metric_specs = (
+        MetricSpec("recall", doc="official recall of the ground-truth titles"),
+        MetricSpec("precision", doc="official precision"),
+        MetricSpec("ftr", higher_is_better=False, binary=True, doc="format-error rate (official)"),
+        MetricSpec("cmr", doc="condition match rate of recommended items found in the KG"),
+        MetricSpec("kg_existence", doc="share of recommended items found in the KG"),
+        MetricSpec("strict_recall", doc="recall of catalogue-resolved titles"),
+        MetricSpec("strict_precision", doc="precision of catalogue-resolved titles"),
+        MetricSpec("strict_ndcg", doc="NDCG of catalogue-resolved titles"),
+        MetricSpec("hallucination_rate", higher_is_better=False, doc="share of recommended titles not in the catalogue"),
+        MetricSpec("duplicate_rate", higher_is_better=False, doc="share of recommended titles naming an item again"),
+        MetricSpec("n_recommended", higher_is_better=None, doc="titles in the answer (a count: no direction)"),
+    )
 
     def __init__(self, cfg: DictConfig):
         super().__init__(cfg)
