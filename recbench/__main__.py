@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 #: `python -m recbench <name> ...` -> module whose main(argv) handles it (imported only when named)
 SUBCOMMANDS = {
@@ -20,9 +21,18 @@ def fast_help() -> str:
              "       python -m recbench list models|tasks|methods [--task T] [--paper P]",
              "       python -m recbench doctor",
              "", "Config groups (group=option):"]
+
+    def options(folder: Any) -> list[str]:
+        return sorted(f.name[:-5] for f in folder.iterdir() if f.name.endswith(".yaml"))
+
     for group in ("task", "model", "method", "hydra/launcher"):
-        opts = sorted(f.name[:-5] for f in conf.joinpath(*group.split("/")).iterdir() if f.name.endswith(".yaml"))
-        lines.append(f"  {group}: {', '.join(opts)}")
+        folder = conf.joinpath(*group.split("/"))
+        if group == "method":  # conf/method/<benchmark>/: method=<name> picks the chosen task's benchmark folder
+            lines += [f"  method, {b.name} tasks: {', '.join(options(b))}" for b in sorted(folder.iterdir(),
+                                                                                   key=lambda b: b.name)
+                      if b.is_dir() and options(b)]
+            continue
+        lines.append(f"  {group}: {', '.join(options(folder))}")
     lines += ["", "Common keys: limit=N run.limit_strategy=first|stratified|random seed=S mode=run|plan "
               "sampling.temperature=T cache.enabled=false",
               "The composed config of a command: python -m recbench <overrides> --cfg job",

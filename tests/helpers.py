@@ -4,6 +4,7 @@ from __future__ import annotations
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
+from recbench.cli.overrides import method_paths
 from recbench.run.construct import register_resolvers
 
 
@@ -12,7 +13,7 @@ def compose_cfg(overrides: list[str]):
     register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="recbench.conf", version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
+        return compose(config_name="config", overrides=method_paths(overrides))
 
 
 def listwise_answer(req) -> str:
@@ -54,3 +55,70 @@ def run_scripted(tmp_path, overrides: list[str], answer_fn) -> tuple[dict, list[
     m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(answer))
     recs = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     return m, recs, seen
+
+
+class CliResult:
+    """One in-process `python -m recbench ...`: exit code, stdout, stderr, seconds."""
+
+    def __init__(self, code: int, out: str, err: str, wall: float):
+        self.code, self.out, self.err, self.wall = code, out, err, wall
+
+    def recbench_lines(self) -> list[str]:
+        """stderr lines starting with 'recbench:' other than the documented model-started line ('... ready in N s')."""
+        return [ln for ln in self.err.splitlines() if ln.startswith("recbench:") and " ready in " not in ln]
+
+    def one_error_line(self) -> str:
+        """The single `recbench:` error line of a failed run (asserting no traceback and exactly one such line)."""
+        assert "Traceback" not in self.err + self.out, self.err
+        lines = self.recbench_lines()
+        assert len(lines) == 1, self.err
+        return lines[0]
+
+
+def run_cli(args: list[str], capfd) -> CliResult:
+    """`python -m recbench <args>` in this process (no interpreter start-up: the fast tier's way to drive the entry
+    point); the exit code as the shell would see it (an exception that escapes is exit 1 with its traceback on
+    stderr). What a run changes in the process (argv, the SIGTERM handler, the root logger's handlers and level,
+    Hydra's global state, the derived-data folder) is given back, so the next test sees the state it would alone."""
+    import logging
+    import signal
+    import sys
+    import time
+    import traceback
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    from recbench.__main__ import main
+    from recbench.store import derived_cache
+
+    saved_derived = dict(derived_cache._DIR)
+    capfd.readouterr()
+    saved_argv, saved_term = sys.argv[:], signal.getsignal(signal.SIGTERM)
+    root = logging.getLogger()
+    saved_log = (root.handlers[:], root.level)
+    sys.argv = ["recbench", *args]
+    t0 = time.monotonic()
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - what the interpreter would print before exiting with 1
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.argv = saved_argv
+        signal.signal(signal.SIGTERM, saved_term)
+        for h in root.handlers:
+            if h not in saved_log[0]:
+                h.close()
+        root.handlers[:], _ = saved_log
+        root.setLevel(saved_log[1])
+        derived_cache._DIR.clear()
+        derived_cache._DIR.update(saved_derived)
+        GlobalHydra.instance().clear()
+    wall = time.monotonic() - t0
+    out, err = capfd.readouterr()
+    return CliResult(code, out, err, wall)

@@ -23,9 +23,11 @@ from recbench.cli.overrides import (
     add_default_method,
     check_overrides,
     config_file_error,
+    method_paths,
 )
 from recbench.cli.summary import print_summary
 from recbench.cli.sweep import failed_job_codes, write_job_failed
+from recbench.store.schema import JOB_FAILED
 from recbench.run.construct import CONFIG_MODULE, register_resolvers
 from recbench.run.evaluate import run_from_config
 from recbench.store.redact import redact_text
@@ -70,12 +72,12 @@ def _main() -> None:
     from hydra.core.hydra_config import HydraConfig
 
     register_resolvers()
-    sys.argv[1:] = add_default_method(sys.argv[1:])
     import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     try:
+        sys.argv[1:] = method_paths(add_default_method(sys.argv[1:]))  # method=NAME: the task's benchmark folder
         check_overrides(sys.argv[1:])
     except ConfigError as e:
         print(f"recbench: config error: {e}", file=sys.stderr)
@@ -105,7 +107,7 @@ def _main() -> None:
         run_dir = hc.runtime.output_dir
         in_sweep = hc.mode == RunMode.MULTIRUN
         if in_sweep:
-            Path(run_dir, "job_failed.json").unlink(missing_ok=True)  # a stale one from an earlier attempt
+            Path(run_dir, JOB_FAILED).unlink(missing_ok=True)  # a stale one from an earlier attempt
         _redact_hydra_files(hc, run_dir, in_sweep)
         try:
             if cfg.mode != "run":  # mode=plan: count requests/tokens/cost, call no model

@@ -97,6 +97,31 @@ def list_models(paper: Optional[str] = None) -> list[str]:
     return lines
 
 
+def benchmark_of(target: str) -> Optional[str]:
+    """The benchmark of a task class path (`recbench.tasks.<benchmark>.module.Class`); None for a class elsewhere."""
+    parts = str(target).split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["recbench", "tasks"] else None
+
+
+def method_folders() -> list[str]:
+    """The benchmarks that have method configs: the folders of conf/method/ (conf/method/<benchmark>/<name>.yaml)."""
+    return sorted(p.name for p in (conf_dir() / "method").iterdir() if p.is_dir() and any(p.glob("*.yaml")))
+
+
+def task_benchmark(task: str) -> Optional[str]:
+    """The conf/method/ folder of a packaged task config: the benchmark its `_target_` class belongs to (None when
+    that benchmark has no method folder)."""
+    if task not in names("task"):
+        raise ValueError(f"Unknown task '{task}'. Valid choices for --task: {', '.join(names('task'))}")
+    bench = benchmark_of(str(merged("task", task).get("_target_") or ""))
+    return bench if bench in method_folders() else None
+
+
+def method_group(benchmark: str) -> str:
+    """The config group path of one benchmark's method configs: method/<benchmark>."""
+    return f"method/{benchmark}"
+
+
 @lru_cache(maxsize=None)
 def task_methods(task: str) -> frozenset[str]:
     """Method kinds the task's class accepts (its `methods` mapping), imported without torch."""
@@ -109,19 +134,19 @@ def task_methods(task: str) -> frozenset[str]:
     return frozenset(getattr(importlib.import_module(mod), cls).methods)
 
 
-def accepts(allowed: frozenset[str], method: str) -> bool:
-    """True when a method config's class (its kind, else its name) is among a task's method classes; a name with no
-    packaged config (a user's own config folder) counts as accepted, as it cannot be told here."""
-    if method not in names("method"):
-        return True
-    data = merged("method", method)
+def accepts(allowed: frozenset[str], benchmark: str, method: str) -> bool:
+    """True when the method config conf/method/<benchmark>/<method>.yaml names (by its kind, else its name) one of a
+    task's method classes."""
+    data = merged(method_group(benchmark), method)
     return str(data.get("kind") or data.get("name") or method) in allowed
 
 
-def methods_for_task(task: str, candidates: Optional[list[str]] = None) -> list[str]:
-    """The method config names (of `candidates`, default all) that the task accepts, sorted."""
-    allowed = task_methods(task)
-    return sorted(n for n in (names("method") if candidates is None else candidates) if accepts(allowed, n))
+def methods_for_task(task: str, own: Optional[list[str]] = None) -> list[str]:
+    """The method names a task accepts, sorted: the configs of its benchmark's folder whose class the task has, plus
+    `own` (method configs of the user's own config folders: whether the task takes them cannot be told here)."""
+    allowed, bench = task_methods(task), task_benchmark(task)
+    packaged = [n for n in names(method_group(bench)) if accepts(allowed, bench, n)] if bench else []
+    return sorted(set(packaged) | set(own or []))
 
 
 def default_choice(group: str) -> Optional[str]:
@@ -130,17 +155,19 @@ def default_choice(group: str) -> Optional[str]:
     return next((str(d[group]) for d in data.get("defaults") or [] if isinstance(d, dict) and group in d), None)
 
 
+def _method_line(label: str, group: str, name: str, width: int) -> str:
+    free = "no model" if merged(group, name).get("model_free") else "model"
+    return f"{label:<{width}} {free:<9} {description(group, name)}"
+
+
 def list_methods(task: Optional[str] = None) -> list[str]:
-    """One line per method config (only those the task accepts when given): name, needs-model flag, description."""
-    allowed = task_methods(task) if task else None
-    lines = []
-    for n in names("method"):
-        data = merged("method", n)
-        if allowed is not None and not accepts(allowed, n):
-            continue
-        free = "no model" if data.get("model_free") else "model"
-        lines.append(f"{n:<20} {free:<9} {description('method', n)}")
-    return lines
+    """One line per method config: name, needs-model flag, description. With a task: the names it accepts (those of
+    its benchmark's folder); without: every benchmark's, as <benchmark>/<name> (method= takes either form)."""
+    if task:
+        bench = task_benchmark(task)
+        return [_method_line(n, method_group(bench), n, 20) for n in methods_for_task(task)] if bench else []
+    return [_method_line(f"{b}/{n}", method_group(b), n, 32) for b in method_folders()
+            for n in names(method_group(b))]
 
 
 def list_tasks() -> list[str]:
@@ -158,7 +185,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m recbench list", description="List what the config groups hold.")
     ap.add_argument("what", choices=GROUPS)
     ap.add_argument("--paper", choices=papers(), help="models: only those this paper ran")
-    ap.add_argument("--task", help="methods: only those this task accepts")
+    ap.add_argument("--task", help="methods: only those this task accepts (its benchmark's conf/method/ folder)")
     args = ap.parse_args(argv)
     if args.paper and args.what != "models":
         ap.error("--paper applies to 'list models' only")

@@ -124,6 +124,30 @@ def check_bundled_data() -> Check:
     return Check("bundled data", "ok", f"{', '.join(names)} in {root}")
 
 
+def check_method_configs() -> Check:
+    """Every task config's benchmark has its method folder (conf/method/<benchmark>/), holding the task's
+    default_method and the default of conf/config.yaml: a partial install fails here, not at the first run."""
+    from recbench.cli import catalogue
+
+    problems = []
+    default = catalogue.default_choice("method") or ""
+    if not (catalogue.conf_dir() / "method" / f"{default}.yaml").is_file():
+        problems.append(f"conf/config.yaml's method: {default} (no conf/method/{default}.yaml)")
+    for task in catalogue.names("task"):
+        bench = catalogue.task_benchmark(task)
+        own = catalogue.merged("task", task).get("default_method")
+        if bench is None:
+            problems.append(f"task {task}: no conf/method/<benchmark>/ folder")
+        elif own and own not in catalogue.names(catalogue.method_group(bench)):
+            problems.append(f"task {task}: default_method {own} not in conf/method/{bench}/")
+    if problems:
+        return Check("method configs", "missing", "; ".join(problems),
+                     "reinstall recbench (pip install -e .) from a complete checkout")
+    folders = catalogue.method_folders()
+    n = sum(len(catalogue.names(catalogue.method_group(b))) for b in folders)
+    return Check("method configs", "ok", f"{n} in conf/method/{{{','.join(folders)}}}/")
+
+
 def check_shared_data() -> Check:
     """The research-data folders that conf/task reads from $RECBENCH_SHARED_DATA (optional: those tasks only)."""
     refs: dict[str, list[str]] = {}
@@ -201,7 +225,7 @@ def checks(repo: Optional[Path] = None) -> list[Callable[[], Check]]:
     repo = repo or Path.cwd()
     pkg, gguf = default_model_files()
     return [check_python, check_torch, check_packages, lambda: check_model(pkg, gguf), check_bundled_data,
-            check_shared_data, lambda: check_vllm(repo), check_submitit, check_chromium, check_cache]
+            check_method_configs, check_shared_data, lambda: check_vllm(repo), check_submitit, check_chromium, check_cache]
 
 
 def run_checks(repo: Optional[Path] = None) -> list[Check]:

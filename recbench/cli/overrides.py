@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import logging
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -20,7 +23,7 @@ def check_overrides(argv: list[str]) -> None:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    args = [a for a in argv if "=" in a and not a.startswith("-")]
+    args = [a for a in method_paths(argv) if "=" in a and not a.startswith("-")]  # method=NAME: the task's folder
     if not args:
         return
     parsed = OverridesParser.create().parse_overrides(args)
@@ -39,11 +42,12 @@ def check_overrides(argv: list[str]) -> None:
                 continue
             values = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [o.get_value_element_as_str()]
             if key in groups:
-                options = loader.get_group_options(key, config_name="config", overrides=search)
+                options = _group_options(loader, key, search)
                 for v in values:
                     if v not in options:
-                        valid, scope = _choices_for_task(key, options, parsed)
-                        raise ConfigError(f"Unknown {key} '{v}'.{suggest(v, valid)} Valid choices for {key}{scope}: "
+                        valid, scope = _choices_for_task(key, options, parsed, search)
+                        raise ConfigError(f"Unknown {key} '{v}'.{suggest(v.rsplit('/', 1)[-1], valid)} Valid choices "
+                                          f"for {key}{scope}: "
                                           f"{', '.join(sorted(valid))}"
                                           + (" (every task's: python -m recbench list methods)" if scope else ""))
                 chosen.append(f"{key}={values[0]}")
@@ -76,9 +80,18 @@ def check_overrides(argv: list[str]) -> None:
     GlobalHydra.instance().clear()
 
 
-def _choices_for_task(group: str, options: list[str], parsed: list[Any]) -> tuple[list[str], str]:
+def _group_options(loader: Any, group: str, search: list[str]) -> list[str]:
+    """A config group's options, those of its sub-folders as <folder>/<name> (method: <benchmark>/<name>)."""
+    options = list(loader.get_group_options(group, config_name="config", overrides=search))
+    for sub in loader.list_groups(group):
+        options += [f"{sub}/{o}" for o in _group_options(loader, f"{group}/{sub}", search)]
+    return options
+
+
+def _choices_for_task(group: str, options: list[str], parsed: list[Any], search: list[str]) -> tuple[list[str], str]:
     """(choices, ' with task=T'): for `method`, only the methods the one chosen task accepts (the command's task=,
-    else the default task); every option otherwise, or when the task cannot be told."""
+    else the default task): its benchmark's folder, and the user's own method configs (a task of the user's own
+    folders: its benchmark's whole folder); every option otherwise, or when the task cannot be told."""
     if group != "method":
         return options, ""
     from recbench.cli import catalogue
@@ -87,10 +100,14 @@ def _choices_for_task(group: str, options: list[str], parsed: list[Any]) -> tupl
     if len(tasks) > 1 or (tasks and tasks[0].is_sweep_override()):
         return options, ""
     task = tasks[0].get_value_element_as_str() if tasks else catalogue.default_choice("task")
+    own = [o for o in options if "/" not in o]
     try:
-        valid = catalogue.methods_for_task(str(task), list(options))
-    except (ValueError, ImportError):  # a task of the user's own config folders: its methods cannot be told here
-        return options, ""
+        valid = catalogue.methods_for_task(str(task), own)
+    except (ValueError, ImportError):  # a task of the user's own config folders: its benchmark's folder, if any
+        bench = _task_benchmark(str(task), _own_folders(search))
+        if bench is None:
+            return options, ""
+        valid = sorted({*own, *(o.split("/", 1)[1] for o in options if o.startswith(f"{bench}/"))})
     return (valid, f" with task={task}") if valid else (options, "")
 
 
@@ -153,3 +170,101 @@ def add_default_method(argv: list[str]) -> list[str]:
     f = resources.files(CONFIG_MODULE).joinpath("task", f"{tasks[0]}.yaml")
     default = OmegaConf.load(str(f)).get("default_method") if f.is_file() else None
     return [*argv, f"method={default}"] if default else argv
+
+
+# ---- method=NAME -> method=<benchmark>/NAME ------------------------------------------------------------------------
+def method_paths(argv: list[str]) -> list[str]:
+    """argv with each bare `method=NAME` (also a sweep a,b,c or glob(...)) written as `method=<benchmark>/NAME`, the
+    conf/method/<benchmark>/ folder of the chosen task (the command's task=, else the default task), so the
+    same name picks each benchmark's own config. Left as given: a path (method=<benchmark>/<name>),
+    a method config of the user's own folders (hydra.searchpath), a name no folder holds (the checks list the
+    valid ones). A name the task's benchmark lacks but another has maps there, and the task's method check names
+    the valid methods, as for a method of another task. A task= sweep over benchmarks whose configs for the name
+    differ cannot be written as one override: ConfigError."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from recbench.cli import catalogue
+
+    at = [i for i, a in enumerate(argv) if a.startswith("method=")]
+    if not at:
+        return argv
+    args = [a for a in argv if "=" in a and not a.startswith("-")]
+    folders = _own_folders(args)
+    parsed = {a: o for a, o in zip(args, OverridesParser.create().parse_overrides(args))}
+    tasks = [parsed[a] for a in args if a.startswith("task=")]
+    if tasks:
+        o = tasks[-1]
+        names = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [o.get_value_element_as_str()]
+    else:
+        names = [str(catalogue.default_choice("task"))]
+    benches = sorted({_task_benchmark(t, folders) for t in names}, key=str)
+    out = list(argv)
+    for i in at:
+        o = parsed[argv[i]]
+        if o.value_type is not None and o.value_type.name == "GLOB_CHOICE_SWEEP":
+            pool = {n for b in benches if b for n in catalogue.names(catalogue.method_group(b))}
+            values = o.value().filter(sorted(pool)) or None
+        elif o.is_sweep_override():
+            values = [str(v) for v in o.sweep_string_iterator()] if o.value_type.name.endswith("CHOICE_SWEEP") else None
+        else:
+            values = [o.get_value_element_as_str()] if isinstance(o.value(), str) else None
+        if not values:  # range sweep, null, a number: left to Hydra and the checks
+            continue
+        paths = [_method_path(v, benches, folders) for v in values]
+        if o.is_sweep_override():
+            out[i] = f"method={','.join(paths)}"
+        else:
+            out[i] = f"method={paths[0]}"
+    return out
+
+
+def _method_path(name: str, benches: list[Optional[str]], folders: list[Path]) -> str:
+    """The config path of one method name for the chosen task(s)' benchmarks (see method_paths)."""
+    from recbench.cli import catalogue
+
+    if "/" in name or "${" in name or any((f / "method" / f"{name}.yaml").is_file() for f in folders):
+        return name
+
+    def holds(bench: str) -> bool:
+        group = catalogue.method_group(bench)
+        return name in catalogue.names(group) or any((f / group / f"{name}.yaml").is_file() for f in folders)
+
+    others = [b for b in catalogue.method_folders() if holds(b)]
+    found = {b: (b if b and holds(b) else next(iter(others), None)) for b in benches}
+    paths = sorted({f"{b}/{name}" for b in found.values() if b})
+    if len(paths) > 1:
+        raise ConfigError(f"method={name} is a different config for each benchmark that the task= sweep spans "
+                          f"({', '.join(paths)}): sweep one benchmark's tasks at a time, or name one "
+                          f"(method={paths[0]})")
+    return paths[0] if paths else name
+
+
+def _own_folders(args: list[str]) -> list[Path]:
+    """The user's own config folders of a command (hydra.searchpath=[file://...]), as paths."""
+    out: list[Path] = []
+    for a in args:
+        if a.split("=", 1)[0] == "hydra.searchpath":
+            out += [Path(e.strip().strip("'\"")[len("file://"):]) for e in a.split("=", 1)[1].strip("[]").split(",")
+                    if e.strip().strip("'\"").startswith("file://")]
+    return out
+
+
+def _task_benchmark(task: str, folders: list[Path], seen: tuple[str, ...] = ()) -> Optional[str]:
+    """The conf/method/ folder of a task config: a packaged one, or one of the user's own folders (its `_target_`,
+    else that of the config its defaults list names); None when it cannot be told."""
+    from recbench.cli import catalogue
+
+    own = next((f / "task" / f"{task}.yaml" for f in folders if (f / "task" / f"{task}.yaml").is_file()), None)
+    if own is None:
+        return catalogue.task_benchmark(task) if task in catalogue.names("task") else None
+    try:
+        data = yaml.safe_load(own.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):  # the config checks name the file and line
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("_target_"):
+        bench = catalogue.benchmark_of(str(data["_target_"]))
+        return bench if bench in catalogue.method_folders() else None
+    parents = [d for d in data.get("defaults") or [] if isinstance(d, str) and d != "_self_" and d not in seen]
+    return next((b for b in (_task_benchmark(d, folders, (*seen, task)) for d in parents) if b), None)

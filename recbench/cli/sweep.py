@@ -11,7 +11,7 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf
 
 from recbench.cli.exits import EXIT_CANNOT_RUN, EXIT_INCOMPLETE
-from recbench.store.redact import redact_text
+from recbench.store.schema import JOB_FAILED, JobFailed, SchemaError, read_job_failed
 
 #: at most this many combinations are composed before launch (beyond it the rest are checked as they run)
 MAX_CHECKED = 2000
@@ -90,7 +90,7 @@ def problems(cfg: DictConfig, env: dict[str, str] | None = None) -> list[str]:
         out.append(f"task.data.path={data.path}: no such file")
     backend = (cfg.get("model") or {}).get("backend") or {}
     key_env = backend.get("api_key_env") if isinstance(backend, DictConfig) else None
-    if uses_model and cfg.get("mode", "run") == "run" and key_env and not env.get(str(key_env)):
+    if uses_model and cfg.mode == "run" and key_env and not env.get(str(key_env)):
         out.append(f"model {cfg.model.get('name')}: environment variable {key_env} is not set (export {key_env}=...)")
     return out
 
@@ -101,9 +101,10 @@ def check_sweep(argv: list[str]) -> tuple[list[str], int]:
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    from recbench.cli.overrides import method_paths
     from recbench.run.construct import CONFIG_MODULE
 
-    args = [a for a in argv if "=" in a and not a.startswith("-")]
+    args = [a for a in method_paths(argv) if "=" in a and not a.startswith("-")]  # method=NAME: the task's folder
     keep = [a for a in args if not a.lstrip("+~").startswith("hydra") or a.startswith("hydra.searchpath")]
     combos = combinations(keep)[:MAX_CHECKED]
     swept = {a.split("=", 1)[0] for a in keep if len({c[keep.index(a)] for c in combos}) > 1}
@@ -112,7 +113,7 @@ def check_sweep(argv: list[str]) -> tuple[list[str], int]:
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
             for combo in combos:
-                label = " ".join(c for c in combo if c.split("=", 1)[0] in swept) or " ".join(combo)
+                label = " ".join(_shown(c) for c in combo if c.split("=", 1)[0] in swept) or " ".join(map(_shown, combo))
                 try:
                     cfg = compose(config_name="config", overrides=combo)
                 except Exception as e:  # noqa: BLE001 - a combination that does not compose
@@ -127,6 +128,13 @@ def check_sweep(argv: list[str]) -> tuple[list[str], int]:
     return bad, len(combos)
 
 
+def _shown(override: str) -> str:
+    """An override as the user wrote it: method=<benchmark>/<name> (the task's folder, recbench.cli.overrides
+    .method_paths) shows as method=<name>."""
+    key, _, value = override.partition("=")
+    return f"method={value.rsplit('/', 1)[-1]}" if key == "method" else override
+
+
 def sweep_message(bad: list[str], total: int) -> str:
     """The one message that stops a sweep: how many combinations cannot run, one line each."""
     lines = [f"sweep not started: {len(bad)} of {total} combination(s) cannot run (nothing was run):"]
@@ -136,18 +144,9 @@ def sweep_message(bad: list[str], total: int) -> str:
 
 
 def write_job_failed(run_dir: str | Path, error: BaseException, code: int, overrides: list[str]) -> Path:
-    """job_failed.json in a sweep job's run dir: the error, the last lines of its traceback, the job's exit code."""
-    import json
-    import traceback
-
-    d = Path(run_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    tb = traceback.format_exception(type(error), error, error.__traceback__)
-    f = d / "job_failed.json"
-    f.write_text(redact_text(json.dumps({"error": f"{type(error).__name__}: {error}", "exit_code": code,
-                                         "overrides": overrides, "traceback_tail": "".join(tb)[-3000:]}, indent=2))
-                 + "\n", encoding="utf-8")
-    return f
+    """job_failed.json in a sweep job's run dir (recbench.store.schema.JobFailed): the error, the last lines of its
+    traceback, the job's exit code and overrides."""
+    return JobFailed.of(error, code, overrides).write(run_dir)
 
 
 def failed_job_codes(sweep_dir: Optional[str | Path]) -> list[int]:
@@ -158,13 +157,14 @@ def failed_job_codes(sweep_dir: Optional[str | Path]) -> list[int]:
     if not sweep_dir or not Path(sweep_dir).is_dir():
         return []
     out = []
-    for f in Path(sweep_dir).rglob("job_failed.json"):
+    for f in Path(sweep_dir).rglob(JOB_FAILED):
         try:
-            out.append(int(json.loads(f.read_text(encoding="utf-8")).get("exit_code", EXIT_CANNOT_RUN)))
-        except (OSError, ValueError):
+            rec = read_job_failed(f.parent)
+            out.append(rec.exit_code if rec is not None else EXIT_CANNOT_RUN)
+        except SchemaError:  # unreadable: the job failed all the same
             out.append(EXIT_CANNOT_RUN)
     for f in Path(sweep_dir).rglob("metrics.json"):
-        if (f.parent / "job_failed.json").exists():  # counted above; its metrics.json holds what finished
+        if (f.parent / JOB_FAILED).exists():  # counted above; its metrics.json holds what finished
             continue
         try:
             if json.loads(f.read_text(encoding="utf-8")).get("complete") is False:

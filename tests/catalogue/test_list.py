@@ -63,3 +63,37 @@ def test_cli_errors(capsys):
     assert main(["methods", "--task", "nope"]) == 2 and "Unknown task 'nope'" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["models", "--task", "perrec"])
+
+
+@pytest.mark.fast
+def test_method_configs_live_in_one_folder_per_benchmark_and_each_is_its_benchmarks():
+    from recbench.cli.catalogue import conf_dir, method_folders, method_group, methods_for_task, task_benchmark
+
+    assert not list((conf_dir() / "method").glob("*.yaml"))  # no flat method config left
+    assert {"generic", "llmrec", "perrec", "recbench_plus"} <= set(method_folders())
+    by_bench: dict[str, set[str]] = {}
+    for t in names("task"):
+        by_bench.setdefault(task_benchmark(t), set()).update(methods_for_task(t))
+    # every config in a folder is a method some task of that benchmark accepts (none documents another's meaning)
+    for b in method_folders():
+        assert set(names(method_group(b))) == by_bench[b], b
+    assert task_benchmark("llmrec_summary_az23") == "llmrec" and task_benchmark("perrec_released") == "perrec"
+
+
+@pytest.mark.full
+def test_list_methods_without_a_task_names_each_benchmarks_folder():
+    from recbench.cli.catalogue import conf_dir, method_folders
+
+    lines = list_methods()
+    by = {ln.split()[0]: ln for ln in lines}
+    total = sum(len(list((conf_dir() / "method" / b).glob("*.yaml"))) for b in method_folders())
+    assert len(lines) == total and "perrec/listwise" in by and "recbench_plus/assistant_history" in by
+    # the shared names are one config per benchmark, each describing its own meaning
+    randoms = [by[f"{b}/random"] for b in ("perrec", "llmrec", "generic")]
+    assert all(r.split()[1:3] == ["no", "model"] for r in randoms)
+    assert "ranking of the group's users" in randoms[0] and "rating 1-5" in randoms[1]
+    assert "task.parser.choices" in randoms[2]
+    assert by["llmrec/zero_shot"].split()[1] == "model" and "off-the-shelf" in by["llmrec/zero_shot"]
+    out = subprocess.run([sys.executable, "-m", "recbench", "list", "methods", "--task", "generic_yesno"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120).stdout.splitlines()
+    assert [ln.split()[0] for ln in out] == ["random", "zero_shot"]

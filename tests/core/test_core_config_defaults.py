@@ -59,3 +59,16 @@ def test_kind_variants_work_for_every_task(task, kind, cls):
     t = build_task(cfg)
     m = t.make_method(OmegaConf.create({"name": f"{kind}_variant", "kind": kind, "max_tokens": 7}))
     assert type(m).__name__ == cls and m.name == f"{kind}_variant"
+
+
+@pytest.mark.fast
+def test_a_hand_built_method_config_reads_its_benchmarks_folder():
+    from recbench.tasks.recbench_plus.methods import AssistantMethod
+    from recbench.tasks.recbench_plus.reference import PopularMatch
+
+    raw = yaml.safe_load((conf_dir() / "method" / "recbench_plus" / "assistant.yaml").read_text())
+    assert with_conf_defaults({"name": "assistant", "k": 5}, "method", AssistantMethod) == {**raw, "k": 5}
+    assert with_conf_defaults({"name": "popular_match"}, "method", PopularMatch)["n"] == 10
+    # the flat path no longer holds method configs; a class outside recbench.tasks has no folder: left as given
+    assert with_conf_defaults({"name": "assistant"}, "method") == {"name": "assistant"}
+    assert with_conf_defaults({"name": "assistant"}, "method", Settings) == {"name": "assistant"}

@@ -69,10 +69,7 @@ def _method_overrides(task: str, method: str) -> list[str]:
 
 
 def _methods(task: str) -> list[str]:
-    allowed = catalogue.task_methods(task)
-    return [n for n in catalogue.names("method")
-            if str(catalogue.merged("method", n).get("kind") or catalogue.merged("method", n).get("name") or n)
-            in allowed]
+    return catalogue.methods_for_task(task)  # conf/method/<the task's benchmark>/ configs its class accepts
 
 
 TASKS = [pytest.param(t, marks=pytest.mark.slow) if t in SHARED else t for t in catalogue.names("task")]

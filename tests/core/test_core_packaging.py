@@ -1,4 +1,5 @@
-"""Packaging: recbench/tasks/ and recbench/kg/ install inside the recbench namespace; a built wheel runs from a fresh venv."""
+"""Packaging: one import name (recbench): recbench/tasks/, recbench/kg/, conf/ and data/ install inside it; a built wheel
+runs from a fresh venv."""
 import os
 import subprocess
 import sys
@@ -18,12 +19,56 @@ def test_no_top_level_tasks_or_kg_import_names(tmp_path):
     assert r.stdout.strip() == "None None"
 
 
+def _installed_top_level_names() -> set[str]:
+    """The import names the installed recbench distribution provides: the first part of every module path it maps
+    (an editable install: its finder's mapping; a wheel install: the files its RECORD lists)."""
+    import ast
+    from importlib import metadata
+
+    # the installed one (site-packages), not a recbench.egg-info a build left in the checkout
+    dist = next(metadata.distributions(name="recbench", path=[sysconfig.get_paths()["purelib"]]))
+    finder = next((f for f in dist.files or [] if str(f).endswith("_finder.py") and "__editable__" in str(f)), None)
+    if finder is not None:
+        tree = ast.parse(Path(dist.locate_file(finder)).read_text())
+        mapping = next(ast.literal_eval(n.value) for n in ast.walk(tree) if isinstance(n, ast.AnnAssign)
+                       and getattr(n.target, "id", "") == "MAPPING")
+        return {name.split(".")[0] for name in mapping}
+    return {Path(str(f)).parts[0] for f in dist.files or [] if str(f).endswith(".py") and ".dist-info" not in str(f)
+            and not str(f).startswith("..")}
+
+
+@pytest.mark.fast
+def test_the_distribution_installs_one_import_name_and_nothing_imports_the_folders_by_theirs():
+    """Package data (conf/, data/) and the benchmark packages load under recbench.* only: the installed metadata
+    maps nothing else, and no module of the tree imports conf, data, tasks or kg as a top-level name."""
+    import ast
+    from importlib import metadata
+
+    assert _installed_top_level_names() == {"recbench"}
+    dist = next(metadata.distributions(name="recbench", path=[sysconfig.get_paths()["purelib"]]))
+    assert dist.read_text("top_level.txt").split() == ["recbench"]
+    bare = {"conf", "data", "tasks", "kg"}
+    hits = []
+    for folder in ("recbench", "tests", "benchmarks", "scripts", "conf", "data"):
+        for f in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                hits += [f"{f.relative_to(REPO)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in bare]
+    assert not hits, hits
+
+
 @pytest.mark.slow
 def test_wheel_in_fresh_venv_runs_python_m_recbench(tmp_path):
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
                     str(REPO)], check=True, timeout=600)
     wheel = next(dist.glob("recbench-*.whl"))
+    import zipfile
+
+    files = zipfile.ZipFile(wheel).namelist()  # one import name: every file under recbench/ (or the metadata)
+    assert {f.split("/")[0] for f in files} == {"recbench", f"{wheel.name.split('-py')[0]}.dist-info"}, files
+    assert {"recbench/conf/method/perrec/listwise.yaml", "recbench/conf/method/llmrec/random.yaml"} <= set(files)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"

@@ -7,13 +7,15 @@ import pytest
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from recbench.cli.catalogue import merged, names
+from recbench.cli.catalogue import merged, method_group, names, task_benchmark
 from recbench.api.config import check_settings, describe, flag, list_of, number, one_of, text, validate, whole
 from recbench.run.construct import build_task, check_examples, register_resolvers
 from recbench.api.errors import ConfigError, DataError
 from recbench.store.rundir import bad_name, discard_unused, safe_name
 from recbench.api.types import Example
-from tests.helpers import compose_cfg
+from tests.toy import SEARCHPATH, toy_cfg
+
+pytestmark = pytest.mark.fast
 
 RULES = {"n": whole(1), "k": whole(0, null=True), "p": number(above=0, hi=1), "t": number(1, 5), "on": flag(),
          "fmt": one_of("recbench", "released"), "levels": list_of(one_of("easy", "medium", "hard")),
@@ -73,15 +75,16 @@ def _resolved(group: str, name: str) -> dict:
 
 
 def test_every_shipped_task_and_method_yaml_passes_its_rules():
-    """No false refusal: each conf/task/*.yaml, and each conf/method/*.yaml under every task that accepts it."""
+    """No false refusal: each conf/task/*.yaml, and each conf/method/<benchmark>/*.yaml under every task of that
+    benchmark that accepts it."""
     checked = 0
-    methods = {m: _resolved("method", m) for m in names("method")}
     for t in names("task"):
         node = _resolved("task", t)
         cls = get_class(node["_target_"])
         assert getattr(cls, "settings_rules", None), f"{cls.__name__} declares no settings_rules"
         check_settings(node, cls.settings_rules, "task")
-        for m, mnode in methods.items():
+        group = method_group(task_benchmark(t))
+        for m, mnode in {m: _resolved(group, m) for m in names(group)}.items():
             mcls = cls.methods.get(mnode.get("kind") or mnode["name"])
             if mcls is not None:
                 check_settings(mnode, getattr(mcls, "settings_rules", {}), "method")
@@ -90,30 +93,22 @@ def test_every_shipped_task_and_method_yaml_passes_its_rules():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["task.history_max=0"], "task.history_max=0: must be a whole number >= 1"),
-    (["task.format=bogus"], "task.format=bogus: must be one of recbench, released"),
-    (["task.legacy_tau=maybe"], "task.legacy_tau=maybe: must be true or false"),
-    (["task.difficulties=[]"], "task.difficulties=[]: must be a list of at least 1"),
-    (["method=listwise_fewshot", "method.shots=-1"], "method.shots=-1: must be a whole number >= 0"),
-    (["method=listwise_sc", "method.samples=0"], "method.samples=0: must be a whole number >= 1"),
-    (["method=random", "method.seed=abc"], "method.seed=abc: must be a whole number, or null"),
-    (["task=llmrec_rating", "method=global_mean", "task.fallback_rating=9"], "task.fallback_rating=9: must be a number in [1, 5]"),
-    (["task=llmrec_explanation", "task.reference=bogus"], "task.reference=bogus: must be one of first_sentence, text"),
-    (["task=llmrec_sequential", "method=popularity", "task.ks=[0]"], "task.ks=[0]: must be a list"),
-    (["task=llmrec_sequential", "method=popularity", "task.history_max=0"], "task.history_max=0: must be a whole number >= 1"),
-    (["task=llmrec_summary", "method=lead", "method.words=0"], "method.words=0: must be a whole number >= 1"),
-    (["task=llmrec_direct", "method=item_knn", "method.recency_decay=0"], "method.recency_decay=0: must be a number in (0, 1]"),
-    (["task=recbench_plus", "task.types=[]"], "task.types=[]: must be a list of at least 1"),
-    (["task=recbench_plus", "task.domain=tv"], "task.domain=tv: must be one of movie, book"),
-    (["task=recbench_plus", "task.match_threshold=5"], "task.match_threshold=5: must be a number in (0, 1]"),
-    (["task=recbench_plus", "method=assistant", "method.k=-1"], "method.k=-1: must be a whole number >= 0"),
-    (["task=generic_yesno", "task.constrained=sometimes"], "task.constrained=sometimes: must be true or false"),
+    (["task.levels=[]"], "task.levels=[]: must be a list of at least 1 element(s), each one of easy, medium, hard."),
+    (["task.levels=[easy,hrad]"], "task.levels=[easy, hrad]: must be a list of at least 1 element(s), each one of easy, "
+                                  "medium, hard. 'hrad' is not. Did you mean 'hard'?"),
+    (["method.rounds=3"], "method.rounds=3: must be a whole number in [1, 2]"),
+    (["method.max_tokens=0"], "method.max_tokens=0: must be a whole number >= 1"),
+    (["method.constrained=maybe"], "method.constrained=maybe: must be true or false"),
 ])
-def test_build_task_refuses_before_reading_data(overrides, message, monkeypatch, tmp_path):
-    cfg = compose_cfg(overrides)
+def test_build_task_refuses_before_reading_data(overrides, message, tmp_path):
+    """The task's and the method's rules (ToyTask.settings_rules, ToyRank.settings_rules), checked before the data
+    is read: the data folder named here does not exist, and the error is about the key."""
+    cfg = toy_cfg([f"task.data_dir={tmp_path / 'no_such_folder'}", *overrides])
     with pytest.raises(ConfigError) as e:
         build_task(cfg)
     assert str(e.value).startswith(message), str(e.value)
+    with pytest.raises(ConfigError, match="task.data_dir: no file examples.jsonl"):  # valid keys: read at load
+        build_task(toy_cfg([f"task.data_dir={tmp_path / 'no_such_folder'}"])).load()
 
 
 @pytest.mark.parametrize("name", ["../../x", "..", ".", "a/b", "a\\b", ""])
@@ -121,14 +116,14 @@ def test_names_that_are_not_one_folder_are_refused_and_made_safe(name):
     assert bad_name(name)
     safe = safe_name(name)
     assert "/" not in safe and "\\" not in safe and safe.strip(".") and not bad_name(safe)
-    cfg = compose_cfg(["method=bm25_history"])
+    cfg = toy_cfg(["method=toy_popular"])
     cfg.task.name = name
     with pytest.raises(ConfigError, match=r"task.name=.*: must be a plain name"):
         validate(cfg)
 
 
 def test_plain_names_stay_as_they_are():
-    for name in ("perrec", "llmrec_rating_az23", "gpt4o-mini", "qwen2.5-7b", "my task"):
+    for name in ("toy", "toy_rating_v2", "gpt4o-mini", "qwen2.5-7b", "my task"):
         assert safe_name(name) == name and not bad_name(name)
 
 
@@ -144,8 +139,8 @@ def test_the_run_dir_of_a_traversing_name_stays_under_the_runs_dir(tmp_path, mon
     register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="recbench.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["method=listwise_cot", "task.name=../../x", "method.name=..",
-                                                       "model.name=../m"], return_hydra_config=True)
+        cfg = compose(config_name="config", overrides=[SEARCHPATH, "task=toy", "method=toy_rank", "task.name=../../x",
+                                                       "method.name=..", "model.name=../m"], return_hydra_config=True)
     GlobalHydra.instance().clear()
     HydraConfig.instance().set_config(cfg)
     runs = (tmp_path / "runs").resolve()

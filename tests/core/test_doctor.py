@@ -8,11 +8,16 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 from recbench.cli import doctor
+
+pytestmark = pytest.mark.fast
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.full  # the command in a bare environment, in its own interpreter
 def test_cli_prints_one_line_per_check_and_exits_0_in_this_venv(tmp_path):
     env_cache = tmp_path / "cache"
     t0 = time.time()
@@ -22,18 +27,20 @@ def test_cli_prints_one_line_per_check_and_exits_0_in_this_venv(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.strip().splitlines()
     checks = lines[:-1]
-    assert len(checks) == 10 and all(ln.split()[0] in ("ok", "missing", "warn") for ln in checks), lines
+    assert len(checks) == 11 and all(ln.split()[0] in ("ok", "missing", "warn") for ln in checks), lines
     by_name = {ln[8:30].strip(): ln for ln in checks}
     assert by_name["torch"].startswith("ok") and metadata.version("torch") in by_name["torch"]
     assert "CPU build" in by_name["torch"] or "CUDA build" in by_name["torch"]
     assert by_name["default model"].startswith("ok") and "SmolLM2-135M-Instruct.Q4_1.gguf" in by_name["default model"]
     assert by_name["response cache"].startswith("ok") and str(env_cache) in by_name["response cache"]
+    assert by_name["method configs"].startswith("ok") and all(
+        b in by_name["method configs"] for b in ("generic", "llmrec", "perrec", "recbench_plus"))
     assert lines[-1].startswith("main path OK")
     assert wall < 60  # a few seconds on an idle machine; the bound leaves room for a loaded shared CPU
 
 
 def test_doctor_does_not_import_torch():
-    code = ("import sys, contextlib, io; from recbench import doctor\n"
+    code = ("import sys, contextlib, io; from recbench.cli import doctor\n"
             "with contextlib.redirect_stdout(io.StringIO()): doctor.main([])\n"
             "print(sorted(m for m in ('torch', 'transformers', 'vllm') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -75,3 +82,24 @@ def test_optional_parts_warn_and_research_data_follows_the_env_var(tmp_path, mon
     (tmp_path / ".venv-vllm" / "bin").mkdir(parents=True)
     (tmp_path / ".venv-vllm" / "bin" / "python").write_text("")
     assert doctor.check_vllm(tmp_path).status == "ok"
+
+
+@pytest.mark.fast
+def test_a_missing_method_folder_is_named_with_its_tasks(tmp_path, monkeypatch):
+    import shutil
+
+    from recbench.cli import catalogue
+
+    conf = tmp_path / "conf"
+    shutil.copytree(catalogue.conf_dir(), conf)
+    shutil.rmtree(conf / "method" / "recbench_plus")
+    (conf / "method" / "generic" / "zero_shot.yaml").unlink()
+    monkeypatch.setattr(catalogue, "conf_dir", lambda: conf)
+    catalogue.read_entry.cache_clear()
+    try:
+        c = doctor.check_method_configs()
+    finally:
+        catalogue.read_entry.cache_clear()
+    assert c.status == "missing" and "task recbench_plus: no conf/method/<benchmark>/ folder" in c.detail
+    assert "task generic_yesno: default_method zero_shot not in conf/method/generic/" in c.detail
+    assert "reinstall recbench" in c.fix

@@ -4,6 +4,7 @@ from __future__ import annotations
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
+from recbench.cli.overrides import method_paths
 from recbench.run.construct import CONFIG_MODULE, register_resolvers
 
 
@@ -12,4 +13,4 @@ def compose_cfg(*overrides: str):
     register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        return compose(config_name="config", overrides=["run.progress=false", *overrides])
+        return compose(config_name="config", overrides=method_paths(["run.progress=false", *overrides]))

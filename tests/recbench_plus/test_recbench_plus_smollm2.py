@@ -13,6 +13,8 @@ from recbench.run.construct import register_resolvers
 
 from recbench.run.evaluate import run_from_config
 
+pytestmark = pytest.mark.slow
+
 TYPES = {"explicit", "implicit", "misinformed", "interest", "demographics"}
 
 
@@ -22,7 +24,7 @@ def test_smollm2_on_ml100k_queries(shared_data, smollm2, tmp_path, method):
     register_resolvers()
     with initialize_config_module(config_module="recbench.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
-            "task=recbench_plus_ml100k", f"method={method}", "limit=5", "method.max_tokens=64",
+            "task=recbench_plus_ml100k", f"method=recbench_plus/{method}", "limit=5", "method.max_tokens=64",
             f"task.data.path={shared_data / 'ml-100k'}", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false"])
     metrics = run_from_config(cfg, tmp_path / "run", backend=smollm2)
     print(method, {k: round(v["mean"], 4) for k, v in metrics["metrics"].items()}, metrics["counts"])
