@@ -7,10 +7,13 @@ schemas (`- /schema/backend@backend: openai` in its defaults list): the shared k
 an API backend's concurrency, timeouts and retries) are typed, backend-specific keys stay free-form. Task and method
 keys stay YAML in their groups; value ranges that types cannot say (temperature >= 0, sizes >= 1) are checked by
 `validate`.
+
+Long because the structured configs, their range checks and the rules tasks and methods declare for their own keys
+(`Rule`, `check_settings`) are one contract: the valid values of every config key, in one module.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields, is_dataclass, replace
 from typing import Any, List, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -50,6 +53,11 @@ class RunConf:
     progress: bool = True
     bootstrap_resamples: int = 1000
     ci_level: float = 0.95
+    # one run split over N processes or hosts: run.shard=I (0..N-1) with run.shards=N evaluates the examples whose id
+    # hashes (sha256) to I, after `limit`, in its own run dir and cache file; python -m recbench.merge joins the N
+    # shard dirs into the run's metrics.json (docs/scaling.md). null = not a shard
+    shard: Optional[int] = None
+    shards: int = 1
 
 
 @dataclass
@@ -70,10 +78,22 @@ class ReportConf:
 
 
 @dataclass
+class NoiseConf:
+    """Noise-floor audit: decode the run's requests again with these backend settings (null = as the run)."""
+
+    batch_size: Optional[int] = None  # another batch size (model.backend.batch_size)
+    dtype: Optional[str] = None  # another dtype (model.backend.dtype: hf, vllm)
+
+
+@dataclass
 class AuditConf:
-    """Order audit: re-ask each example with K seeded display orders (0 = off; needs an order-auditable method)."""
+    """Validity audits (docs/validity.md): order (K seeded display orders per example; needs an order-auditable
+    method), template (K paraphrased prompt templates; needs a method that ships them) and noise floor (every request
+    decoded again with another batch size or dtype, not from the cache). 0 / null = off."""
 
     orders: int = 0
+    templates: int = 0
+    noise: NoiseConf = field(default_factory=NoiseConf)
 
 
 @dataclass
@@ -131,7 +151,8 @@ class VLLMBackendConf(ModelBackendConf):
 class OpenAIBackendConf(ModelBackendConf):
     """Any OpenAI-compatible server (recbench.backends.openai.OpenAIBackend): concurrency, timeouts, retries."""
 
-    base_url: Optional[str] = None  # None: the hosted OpenAI API
+    # one URL, a list of servers of the same model, or a comma-separated string (env); None: the hosted OpenAI API
+    base_url: Any = None
     api_key_env: Optional[str] = None  # environment variable holding the key (None: no key, a local server)
     concurrency: int = 8  # requests in flight
     timeout_s: float = 120.0
@@ -205,6 +226,7 @@ def validate(cfg: DictConfig) -> None:
     _check(r.limit_strategy in ("first", "stratified", "random"), "run.limit_strategy", r.limit_strategy,
            "one of first, stratified, random")
     _check(cfg.limit is None or int(cfg.limit) >= 1, "limit", cfg.limit, ">= 1, or null for all examples")
+    _check_shard(r)
     rep = cfg.get("report") or {}
     if rep.get("max_parse_failure_rate") is not None:
         _check(0 < float(rep.max_parse_failure_rate) <= 1, "report.max_parse_failure_rate",
@@ -214,6 +236,7 @@ def validate(cfg: DictConfig) -> None:
     _check(float(cfg.plan.sd) > 0, "plan.sd", cfg.plan.sd, "> 0")
     _check(0 < float(cfg.plan.power) < 1, "plan.power", cfg.plan.power, "in (0, 1)")
     _check(0 < float(cfg.plan.alpha) < 1, "plan.alpha", cfg.plan.alpha, "in (0, 1)")
+    _check_audit(cfg.get("audit") or {})
     m = cfg.get("method") or {}
     if m.get("max_tokens") is not None:
         _check(_finite(m.max_tokens, whole=True) and int(float(m.max_tokens)) >= 1, "method.max_tokens", m.max_tokens,
@@ -228,6 +251,97 @@ def validate(cfg: DictConfig) -> None:
         _check(float(b.timeout_s) > 0, "model.backend.timeout_s", b.timeout_s, "> 0 (seconds)")
     if b.get("down_after_s") is not None:
         _check(float(b.down_after_s) > 0, "model.backend.down_after_s", b.down_after_s, "> 0 (seconds)")
+
+
+def _check_audit(a: Any) -> None:
+    """audit.templates: 0 or >= 2; audit.noise.batch_size >= 1; audit.noise.dtype a torch dtype name."""
+    t = a.get("templates", 0)
+    _check(_finite(t, whole=True) and (int(t) == 0 or int(t) >= 2), "audit.templates", t,
+           "0 (off) or a whole number >= 2 (the prompt templates asked per example)")
+    noise = a.get("noise") or {}
+    bs = noise.get("batch_size")
+    if bs is not None:
+        _check(_finite(bs, whole=True) and int(bs) >= 1, "audit.noise.batch_size", bs,
+               "a whole number >= 1 (the batch size of the re-decode), or null")
+    dt = noise.get("dtype")
+    if dt is not None:
+        _check(dt in ("float32", "float16", "bfloat16"), "audit.noise.dtype", dt,
+               "one of float32, float16, bfloat16 (the dtype of the re-decode), or null")
+
+
+def _check_shard(r: Any) -> None:
+    """run.shard / run.shards: N >= 1 shards, and a shard index 0 <= I < N whenever N > 1."""
+    n = r.get("shards", 1)
+    _check(_finite(n, whole=True) and int(n) >= 1, "run.shards", n, "a whole number >= 1 (the number of shards; 1 = "
+           "the whole run)")
+    i = r.get("shard")
+    if i is None and int(n) > 1:
+        raise ConfigError(f"run.shards={n} needs run.shard=I, a whole number in [0, {int(n) - 1}]: one shard per "
+                          f"process (all of them as one sweep: -m 'run.shard=range({n})' run.shards={n})")
+    if i is not None:
+        _check(_finite(i, whole=True) and 0 <= int(i) < int(n), "run.shard", i,
+               f"a whole number in [0, {int(n) - 1}] with run.shards={n} (shards are numbered from 0)")
+
+
+# ---- a YAML-only task (recbench.tasks.generic, docs/new_benchmark.md): the keys a task YAML may leave out --------
+@dataclass
+class YamlDataConf:
+    """task.data of a YAML-only task."""
+
+    path: Optional[str] = None  # required: the task says so, naming the key
+    format: Optional[str] = None  # jsonl | json | csv | parquet; null = from the file's suffix
+    id_field: Optional[str] = "id"  # the field holding each example's id; null = the row number
+
+
+@dataclass
+class YamlPromptConf:
+    """task.prompt of a YAML-only task: `template` (inline Jinja2) or `template_file` is required."""
+
+    system: Optional[str] = None  # null = no system message
+    template: Optional[str] = None
+    template_file: Optional[str] = None
+
+
+@dataclass
+class YamlParserConf:
+    """task.parser of a YAML-only task: `kind` is required, the other keys belong to some kinds."""
+
+    kind: Optional[str] = None
+    choices: Optional[List[Any]] = None  # choice
+    lo: Optional[float] = None  # number: clamp below (null = none)
+    hi: Optional[float] = None  # number: clamp above (null = none)
+    field: Optional[str] = None  # json_field
+    sep: Optional[str] = None  # list: null = JSON list or numbered / bulleted lines
+    pattern: Optional[str] = None  # regex
+    group: Optional[int] = None  # regex: null = the pattern's first group if it has one, else the whole match
+    ignore_case: bool = True  # regex
+
+
+@dataclass
+class YamlTaskConf:
+    """The optional top-level keys of a YAML-only task and their defaults."""
+
+    data: YamlDataConf = field(default_factory=YamlDataConf)
+    prompt: YamlPromptConf = field(default_factory=YamlPromptConf)
+    parser: YamlParserConf = field(default_factory=YamlParserConf)
+    constrained: bool = False  # true: the backend chooses among parser.choices / matches parser.pattern
+    max_tokens: Optional[int] = 16  # the answer budget of method=zero_shot (null = this default)
+    headline_metric: Optional[str] = None  # null = the first metric
+    breakdown_by: Optional[List[str]] = None  # null = no breakdown
+
+
+def with_defaults(given: Any, schema: type) -> dict[str, Any]:
+    """A mapping with every key it leaves out (or sets to null, for a nested block) taken from a dataclass schema's
+    defaults, nested blocks merged key by key: the one place those defaults are written. Values are not
+    type-checked here (the task's settings rules check them, naming the key)."""
+    plain = OmegaConf.to_container(given, resolve=True) if isinstance(given, DictConfig) else dict(given or {})
+    out = dict(plain)
+    for f in fields(schema):
+        if is_dataclass(f.default_factory) and isinstance(plain.get(f.name), (dict, DictConfig, type(None))):
+            out[f.name] = with_defaults(plain.get(f.name), f.default_factory)  # type: ignore[arg-type]
+        elif f.name not in plain:
+            out[f.name] = f.default_factory() if f.default_factory is not NO_DEFAULT else f.default
+    return out
 
 
 # ---- task and method keys: each class declares the valid values of the keys it reads (`settings_rules`) -----------

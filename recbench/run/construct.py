@@ -134,8 +134,9 @@ class LazyBackend:
 
     def preflight(self) -> None:
         """Refuse at once, before any data is loaded or bar drawn, a model that cannot start here: a package its
-        preset needs (model.requires.packages) that is not installed, or an unset API-key variable
-        (model.backend.api_key_env). Nothing is loaded."""
+        preset needs (model.requires.packages) that is not installed, an unset API-key variable
+        (model.backend.api_key_env), a config the backend class refuses (`check_config`), or servers that do not
+        serve the model (`check_endpoints`: asks them, for a list of several). Nothing is loaded or written."""
         import importlib.util
 
         missing = [str(p) for p in ((self.cfg.get("requires") or {}).get("packages") or [])
@@ -148,13 +149,14 @@ class LazyBackend:
             raise ConfigError(f"model '{self.cfg.get('name')}': environment variable {env} (model.backend.api_key_env) "
                               f"is not set; export the API key for {node.get('base_url')} there, or pick a local "
                               "model (e.g. model=smollm2)")
-        if node.get("_target_"):  # what the backend would refuse at its construction (a URL, credentials twice)
-            from hydra.utils import get_class
+        if node.get("_target_"):  # what the backend would refuse at its construction (a URL, credentials twice),
+            from hydra.utils import get_class  # then what its servers say of the config (several serving one model)
 
-            check = getattr(get_class(str(node._target_)), "check_config", None)
-            if check is not None:
+            cls = get_class(str(node._target_))
+            kwargs = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"}
+            for check in filter(None, (getattr(cls, "check_config", None), getattr(cls, "check_endpoints", None))):
                 try:
-                    check(**{k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"})
+                    check(**kwargs)
                 except ValueError as e:
                     raise ConfigError(f"model '{self.cfg.get('name')}' (model.backend, {node._target_}): {e}") from None
 
@@ -241,3 +243,19 @@ def select_examples(examples: list, limit: Any, strategy: str, seed: int, by: tu
                 chosen.append(q.pop(0))
     keep = set(chosen)
     return [e for i, e in enumerate(examples) if i in keep]
+
+
+def shard_of(example_id: Any, shards: int) -> int:
+    """The shard (0..shards-1) of an example id: the first 8 bytes of sha256(id) modulo shards, so every process,
+    host and Python version puts an example in the same shard (Python's own hash() is salted per process)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(str(example_id).encode("utf-8")).digest()[:8], "big") % int(shards)
+
+
+def take_shard(examples: list, shard: Optional[int], shards: int) -> list:
+    """The examples of shard `shard` of `shards` (shard_of), in their order; all of them when shard is None. Applied
+    to the selection after `limit`, so the shards of a run together hold exactly its unsharded selection."""
+    if shard is None:
+        return examples
+    return [e for e in examples if shard_of(e.id, shards) == int(shard)]

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.api.config import validate
 from recbench.backends.base import Backend
-from recbench.run.construct import LazyBackend, build_task, data_source, select_examples
+from recbench.run.construct import LazyBackend, build_task, data_source, select_examples, take_shard
 from recbench.store import derived_cache
 from recbench.store.diskspace import DiskFull
 from recbench.store.finished import inputs_fingerprint, mark_finished, reuse_finished
@@ -36,18 +36,18 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
             reused = _reuse_finished(cfg, run_dir, inputs, t0)
             if reused is not None:
                 return reused
-        from recbench.audits.order import (
-            maybe_audit,  # numpy, the task's data libraries: only when something runs
-        )
-        from recbench.run.loop import EvalLoop, aggregate
+        from recbench.run.loop import EvalLoop
 
         task = build_task(cfg)
-        method = task.make_method(cfg.method, cfg.sampling)
-        method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
+        method = method_of(cfg, task)
+        from recbench.audits.noise import check_noise
+
+        check_noise(cfg, method, backend)  # audit.noise.batch_size=B: refused here when it cannot run
         if method.needs_backend and backend is None:  # a package or API key the model needs: before data or bars
             LazyBackend(cfg.model).preflight()
-        examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
-                                   source=data_source(task))
+        selection = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
+                                    source=data_source(task))
+        examples = take_shard(selection, cfg.run.get("shard"), cfg.run.get("shards", 1))  # run.shard=I: after limit
     except BaseException:
         discard_unused(run_dir)  # the run dir Hydra made for this job, if it holds only Hydra's own files
         raise
@@ -57,7 +57,14 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     cache = None
     try:
         store.write_text("config.yaml", redact_text(config_text))  # secrets in URLs never reach a file
-        cache = ResponseCache(cfg.cache.path, enabled=cfg.cache.enabled)
+        cache_path = cfg.cache.path
+        if cfg.run.get("shard") is not None:  # a shard: shard.json (what recbench.merge checks), its own cache file
+            from recbench.store.shards import ShardInfo, open_shard
+
+            info = ShardInfo.of(cfg.run.shard, cfg.run.shards, selection, examples,
+                                OmegaConf.to_container(cfg.task, resolve=True))
+            cache_path = open_shard(store.dir, info, cfg.cache.path, cfg.cache.enabled and uses_model)
+        cache = ResponseCache(cache_path, enabled=cfg.cache.enabled)
         restored, lost = restore_prompts(store, cache)  # a deleted prompts.jsonl, rebuilt from the cache
         if restored or lost:
             log.warning("prompts.jsonl lacked %d prompt(s) of finished examples: %d restored from the response "
@@ -74,24 +81,19 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
             e.recbench_kept = (sum(1 for r in store.records() if r.id in wanted), len(examples), str(store.dir))
             _write_versions(store, backend, lazy, uses_model, quiet=True)
             raise
-        _write_versions(store, backend, lazy, uses_model)
         records = [r for r in store.records() if r.id in wanted]
-        agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
-        agg["counts"].backend_errors = loop.stats.backend_errors
-        result = RunResult(
-            task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
-            complete=complete and len(records) == len(examples), run_dir=str(store.dir), **agg,
-            this_invocation={**vars(loop.stats), "total_wall_time_s": time.time() - t0,
-                             "model_loaded": bool(backend is not None or (lazy is not None and lazy.built))})
-        # cost of all the run's tokens (cached answers included) from the optional price table in the model config
-        from recbench.run.cost import run_cost
-
-        price = cfg.model.get("price") if uses_model else None
-        c = result.counts
-        result.cost = run_cost(price, c.prompt_tokens, c.completion_tokens)
-        if result.cost is not None:  # what this invocation paid (cache hits cost nothing)
-            result.cost["this_invocation"] = run_cost(price, loop.stats.prompt_tokens,
-                                                      loop.stats.completion_tokens)["total"]
+        noise = _noise_floor(cfg, task, method, examples, store.dir, cache, backend, records) if uses_model else None
+        if noise is not None and noise[1]:
+            complete = False  # an example the re-decode could not answer: the next run finishes it
+        _write_versions(store, backend, lazy, uses_model)
+        loaded = bool(backend is not None or (lazy is not None and lazy.built))
+        result = result_of(cfg, task, method, records, backend_errors=loop.stats.backend_errors,
+                           complete=complete and len(records) == len(examples), run_dir=store.dir,
+                           this_invocation={**vars(loop.stats), "total_wall_time_s": time.time() - t0,
+                                            "model_loaded": loaded},
+                           paid_tokens=(loop.stats.prompt_tokens, loop.stats.completion_tokens))
+        if noise is not None:
+            result.extra.update(noise[0])
         store.write_result(result)
         mark_finished(store.dir, inputs if result.complete else None)  # what a finished rerun may reuse
     finally:
@@ -99,6 +101,64 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
         if cache is not None:
             cache.close()
     return result.to_dict()
+
+
+def method_of(cfg: DictConfig, task: Any) -> Any:
+    """The run's method: the task's, wrapped by the audits the config asks for (a run and a merge of its shards both
+    build it here)."""
+    from recbench.audits.order import maybe_audit  # numpy, the task's data libraries: only when something runs
+    from recbench.audits.templates import maybe_template_audit
+
+    method = task.make_method(cfg.method, cfg.sampling)
+    method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
+    return maybe_template_audit(task, method, cfg.get("audit"))  # audit.templates=K: K paraphrased prompts
+
+
+def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend_errors: int, complete: bool,
+              run_dir: str | Path, this_invocation: dict[str, Any], paid_tokens: tuple[int, int] = (0, 0)) -> RunResult:
+    """metrics.json of a run from its records: the aggregation (sorted by id, seeded bootstrap), counts and cost; a
+    run and a merge of its shards (recbench.run.merge) both go through here, so they agree exactly."""
+    from recbench.run.cost import run_cost
+    from recbench.run.loop import aggregate
+
+    from recbench.audits.templates import template_aggregates
+
+    uses_model = method.needs_backend
+    agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
+    agg["extra"].update(template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,
+                                            level=cfg.run.ci_level, seed=cfg.seed))  # audit.templates=K
+    agg["counts"].backend_errors = backend_errors
+    result = RunResult(task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
+                       complete=complete, run_dir=str(run_dir), **agg, this_invocation=this_invocation)
+    # cost of all the run's tokens (cached answers included) from the optional price table in the model config
+    price = cfg.model.get("price") if uses_model else None
+    c = result.counts
+    result.cost = run_cost(price, c.prompt_tokens, c.completion_tokens)
+    if result.cost is not None:  # what this invocation paid (cache hits cost nothing)
+        result.cost["this_invocation"] = run_cost(price, *paid_tokens)["total"]
+    return result
+
+
+def _noise_floor(cfg: DictConfig, task: Any, method: Any, examples: list, run_dir: Path, cache: ResponseCache,
+                 backend: Optional[Backend], records: list) -> Optional[tuple[dict[str, Any], int]]:
+    """audit.noise: the examples decoded again with the other batch size / dtype (recbench.audits.noise), and
+    (metrics.json's extra.noise_floor block, backend errors of the re-decode); None when the audit is off."""
+    from recbench.audits.noise import noise_aggregates, noise_settings, re_decode
+
+    settings = noise_settings(cfg.get("audit"))
+    if not settings:
+        return None
+    t0 = time.time()
+    redecoded, stats, tag = re_decode(cfg, task, method, examples, run_dir, cache, backend)
+    node = cfg.model.get("backend") or {}
+    reference = {k: (getattr(backend, k, None) if backend is not None else node.get(k)) for k in settings}
+    block = noise_aggregates(records, redecoded, headline_metric=task.headline_metric, breakdown_by=task.breakdown_by,
+                             settings=settings, reference=reference, level=cfg.run.ci_level, seed=cfg.seed)
+    block["noise_floor"]["this_invocation"] = {"backend_calls": stats.backend_calls, "cache_hits": stats.cache_hits,
+                                               "backend_errors": stats.backend_errors,
+                                               "wall_time_s": time.time() - t0}
+    block["noise_floor"]["records"] = f"noise/{tag}/samples.jsonl"
+    return block, stats.backend_errors
 
 
 def _write_versions(store: RunStore, backend: Optional[Backend], lazy: Optional[LazyBackend], uses_model: bool,

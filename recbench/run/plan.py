@@ -64,18 +64,36 @@ class TokenCounter:
         return max(1, sum(len(m["content"]) for m in msgs) // 4 + 4 * len(msgs))
 
 
+def _noise_note(cfg: DictConfig, p: Plan) -> None:
+    """audit.noise: the plain method's requests are decoded once more under the noise namespace (never from the run's
+    cache entries); say how many."""
+    from recbench.audits.noise import noise_settings, noise_tag
+
+    settings = noise_settings(cfg.get("audit"))
+    if settings:
+        n_t = int((cfg.get("audit") or {}).get("templates", 0) or 0) or 1
+        n_o = int((cfg.get("audit") or {}).get("orders", 0) or 0) or 1
+        p.notes.append(f"audit.noise ({noise_tag(settings)}): the plain method's distinct requests (about "
+                       f"{p.unique_requests // (n_t * n_o)}: template 0, order 0) are decoded again with these settings, "
+                       "under their own cache namespace: that many more backend calls on the first run")
+
+
 def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
     from recbench.audits.order import maybe_audit
     from recbench.api.config import validate
-    from recbench.run.construct import build_task, select_examples
+    from recbench.run.construct import build_task, select_examples, take_shard
     from recbench.store.schema import read_run
 
     validate(cfg)
     task = build_task(cfg)
     method = task.make_method(cfg.method, cfg.sampling)
     method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
+    from recbench.audits.templates import maybe_template_audit
+
+    method = maybe_template_audit(task, method, cfg.get("audit"))  # audit.templates=K: K paraphrased prompts
     examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
+    examples = take_shard(examples, cfg.run.get("shard"), cfg.run.get("shards", 1))  # run.shard=I: that shard only
     done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
     todo = [e for e in examples if e.id not in done]
     uses_model = method.needs_backend
@@ -133,6 +151,7 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     if not p.requests_exact:
         p.notes.append("adaptive method: later rounds were simulated with empty answers for uncached requests, "
                        "so the request count is an estimate")
+    _noise_note(cfg, p)
     p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
     if p.power and p.power["power_at_effect"] < float(cfg.plan.power):
         p.notes.append(f"warning: with n={p.power['n']} the smallest paired difference detectable at "

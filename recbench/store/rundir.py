@@ -1,5 +1,5 @@
-"""Run-dir names (the override string of a run, made filesystem-safe and short; names that stay one path component)
-and the removal of a run dir that a refused run left holding only Hydra's files."""
+"""Run-dir names (the override string of a run, made filesystem-safe and short; names that stay one path component;
+a shard's name without its shard keys) and the removal of a run dir that a refused run left holding only Hydra's files."""
 from __future__ import annotations
 
 import hashlib
@@ -11,9 +11,11 @@ MAX_VALUE = 40  # a longer value (or any path) enters the name as its stem plus 
 
 def _short(value: str) -> str:
     if "://" in value:  # a URL's user info and query (credentials) never enter a folder name
-        from recbench.store.redact import has_secret, redact_url
+        from recbench.store.redact import has_secret, redact_text, redact_url
 
         url = value.strip("'\"")
+        if url.startswith("["):  # a list of servers (model.backend.base_url=[...]): their count, a hash without secrets
+            return f"{url.count('://')}urls-{hashlib.sha256(redact_text(url).encode()).hexdigest()[:8]}"
         if has_secret(url):
             value = redact_url(url).split("?", 1)[0].split("#", 1)[0]
     if "/" not in value and len(value) <= MAX_VALUE:
@@ -35,6 +37,20 @@ def variant_name(overrides: str) -> str:
         key, eq, value = p.partition("=")
         out.append(f"{key}{eq}{_short(value)}" if eq else p)
     return ",".join(out).replace("/", "_") or "default"
+
+
+#: the overrides that make a run a shard of another (run.shard=I run.shards=N); merged runs are named without them
+SHARD_KEYS = ("run.shard", "run.shards")
+
+
+def unsharded_name(name: str) -> str:
+    """A shard's run-dir name without its shard overrides: 'limit=12,run.shard=0,run.shards=3' -> 'limit=12'
+    ('run.shard=0,run.shards=3' -> 'default'), the run dir of the same command without sharding."""
+    pieces = name.split(",")
+    keep = [p for p in pieces if p.split("=", 1)[0].lstrip("+~") not in SHARD_KEYS]
+    if len(keep) == len(pieces):
+        return name
+    return ",".join(keep) or "default"
 
 
 def safe_name(name: str) -> str:
