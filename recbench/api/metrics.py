@@ -1,8 +1,15 @@
 """The one metric registry: every metric's name, per-example function, aggregation, direction and binary-ness.
 
-Benchmarks register their metrics here (at import of their task module); YAML-defined tasks pick registered
-metrics by name (`resolve('hr@10')`). Reports and `recbench.stats.verdicts` read a metric's direction and binary-ness
-from here (or from the `metric_info` block a run wrote into metrics.json), never from a list of names.
+A metric is declared once, where it is computed: the standard per-example metrics below (`register`, selectable by
+name in YAML: `resolve('hr@10')`), and each benchmark's own metrics in its Task class (`Task.metric_specs`, next to
+the `score()` that computes them), which this registry collects when the class is defined (`declare`). The run loop
+holds a task to its declarations (`check_scored`). A corpus metric (a statistic of the whole run: RMSE, corpus BLEU)
+is a MetricSpec whose `corpus` computes it (`corpus_values`); there is no other way to add one. Reports and
+`recbench.stats.verdicts` read a metric's direction and binary-ness from here (or from the `metric_info` block a run
+wrote into metrics.json), never from a list of names.
+
+Long because the registry, the contract checks the loop applies to tasks, and the standard metrics it registers
+are one contract: a metric's name, direction and computation stated side by side.
 
 Every metric has one of four directions: "higher" or "lower" is better; "none" for a descriptive value declared
 without one (a count such as `n_recommended`); "unknown" for a metric nobody registered. Only "higher" and "lower"
@@ -17,10 +24,11 @@ import logging
 import math
 import pkgutil
 import re
+import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
 
-from recbench.api.errors import ConfigError, lookup
+from recbench.api.errors import CannotRun, ConfigError, lookup
 
 log = logging.getLogger(__name__)
 MetricFn = Callable[..., float]
@@ -34,10 +42,14 @@ RANKING_DIRECTIONS = ("higher", "lower")
 class MetricSpec:
     """A registered metric.
 
-    `fn(prediction, truth, **params)` gives the per-example value (None for metrics a task computes itself);
+    `fn(prediction, truth, **params)` gives the per-example value (None for metrics a task's score() computes);
     `aggregation` is "mean" (the run value is the mean of per-example values) or "corpus" (a statistic of the
-    whole set, e.g. corpus BLEU or RMSE, computed by `corpus` from the per-example values named
-    `per_example_name`); `binary` means per-example values are 0/1 (exact McNemar tests apply).
+    whole set, e.g. corpus BLEU or RMSE); `binary` means per-example values are 0/1 (exact McNemar tests apply).
+    `corpus` computes the metric's run-level value, written to metrics.json `extra` (see `corpus_values`): with
+    `per_example_name` it is `corpus(values)` over that per-example value (RMSE from squared errors: the form a
+    paired comparison resamples); without, `corpus(records, task)` over the run's records (corpus BLEU, RMSE over
+    parsed answers, corpus item shares), returning None where the metric does not apply to the run. A mean metric
+    may have a corpus value too (an item share per answer, and over all named items).
     `higher_is_better=None` declares a metric without a direction (a descriptive count): it is compared but never
     called better or worse. `declared=False` marks the stand-in for a metric nobody registered (direction unknown).
     """
@@ -50,7 +62,7 @@ class MetricSpec:
     on_failure: Optional[float] = None  # value of a failed parse; None = undefined (NaN)
     params: tuple[str, ...] = ()
     defaults: dict[str, Any] = field(default_factory=dict)
-    corpus: Optional[Callable[[list[float]], float]] = None
+    corpus: Optional[Callable[..., Optional[float]]] = None
     per_example_name: Optional[str] = None
     doc: str = ""
     declared: bool = True
@@ -76,18 +88,39 @@ class MetricSpec:
                 "binary": self.binary, "aggregation": self.aggregation}
 
 
-_REGISTRY: dict[str, MetricSpec] = {}
+_REGISTRY: dict[str, MetricSpec] = {}  # register(): metrics selectable by name (and any a user adds)
+_DECLARED: dict[str, MetricSpec] = {}  # declare(): the metrics task classes declare (Task.metric_specs)
 _PLUGINS_LOADED = False
 
 
-def register(*specs: MetricSpec) -> None:
-    """Add metrics; registering a name again with a different direction, binary-ness or aggregation is an error."""
-    for s in specs:
-        old = _REGISTRY.get(s.name)
+def _add(table: dict[str, MetricSpec], s: MetricSpec, how: str) -> None:
+    for other in (_REGISTRY, _DECLARED):
+        old = other.get(s.name)
         if old is not None and old.info() != s.info():
-            raise ValueError(f"metric '{s.name}' registered twice with different properties: {old.info()} vs {s.info()}")
-        if old is None or (s.fn is not None and old.fn is None):
-            _REGISTRY[s.name] = s
+            raise ValueError(f"metric '{s.name}' {how} with properties {s.info()}, but it is already declared with "
+                             f"{old.info()}: one name, one direction, binary-ness and aggregation")
+    old = table.get(s.name)
+    if old is None or (s.fn is not None and old.fn is None):
+        table[s.name] = s
+
+
+def register(*specs: MetricSpec) -> None:
+    """Add metrics selectable by name (a per-example `fn`); registering a name again with a different direction,
+    binary-ness or aggregation is an error. A task's own metrics are declared in its class (Task.metric_specs)."""
+    for s in specs:
+        _add(_REGISTRY, s, "registered twice")
+
+
+def declare(owner: str, specs: Iterable[MetricSpec]) -> None:
+    """Record the metrics a task class declares (called when the class is defined, never by hand); a name another
+    task or the registry already uses with a different direction, binary-ness or aggregation is an error."""
+    for s in specs:
+        _add(_DECLARED, s, f"declared by {owner}")
+
+
+def _lookup(table: Mapping[str, MetricSpec], name: str) -> Optional[MetricSpec]:
+    """The spec of a metric name in one table: the name itself ('hr@10'), else its family ('hr')."""
+    return table.get(name) or table.get(family(name))
 
 
 def family(name: str) -> str:
@@ -95,33 +128,47 @@ def family(name: str) -> str:
     return name.split("@", 1)[0]
 
 
+def task_packages() -> list[str]:
+    """The names of the task packages under recbench.tasks (folders, in name order)."""
+    import recbench.tasks as tasks_pkg
+
+    return sorted(m.name for m in pkgutil.iter_modules(tasks_pkg.__path__) if m.ispkg)
+
+
+def import_task_module(package: str, module: str = "task") -> Any:
+    """Import recbench.tasks.<package>.<module>; a package that fails to import is an error naming the package,
+    the exception and the line that raised it (never skipped: a broken task would silently lose its metrics)."""
+    name = f"recbench.tasks.{package}.{module}"
+    try:
+        return importlib.import_module(name)
+    except Exception as e:  # noqa: BLE001 - any failure of a task package's code is reported the same way
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        at = f" at {where.filename}:{where.lineno}" if where else ""
+        raise CannotRun(f"task package '{package}' failed to import: {name} raised {type(e).__name__}: {e}{at}. "
+                        f"Fix recbench/tasks/{package} (or install what it needs)") from e
+
+
 def _load_task_plugins() -> None:
-    """Import every task package's `task` module once, so their metrics are registered (no names hard-coded)."""
+    """Import every task package's `task` module once, so the metrics their classes declare are known (no names
+    hard-coded); a package that fails to import stops with an error naming it."""
     global _PLUGINS_LOADED
     if _PLUGINS_LOADED:
         return
+    for package in task_packages():
+        import_task_module(package)
     _PLUGINS_LOADED = True
-    try:
-        import recbench.tasks as tasks_pkg
-    except ImportError:  # pragma: no cover - the package is always installed with recbench
-        return
-    for mod in pkgutil.iter_modules(tasks_pkg.__path__):
-        if mod.ispkg:
-            try:
-                importlib.import_module(f"recbench.tasks.{mod.name}.task")
-            except ImportError as e:  # a task whose optional dependency is missing still leaves the others
-                log.debug("metric registry: could not import task %s: %s", mod.name, e)
 
 
 def find_spec(name: str) -> Optional[MetricSpec]:
-    """The registered spec of a metric name ('hr@10' finds 'hr@10', else the family 'hr'), or None."""
-    for key in (name, family(name)):
-        if key in _REGISTRY:
-            return _REGISTRY[key]
-    _load_task_plugins()
-    for key in (name, family(name)):
-        if key in _REGISTRY:
-            return _REGISTRY[key]
+    """The spec of a metric name, registered or declared by a task ('hr@10' finds 'hr@10', else the family 'hr'),
+    or None."""
+    for first in (True, False):
+        if not first:
+            _load_task_plugins()
+        for table in (_REGISTRY, _DECLARED):
+            spec = _lookup(table, name)
+            if spec is not None:
+                return spec
     return None
 
 
@@ -147,15 +194,60 @@ def metric_spec(name: str, recorded: Optional[dict[str, Any]] = None) -> MetricS
 
 @functools.lru_cache(maxsize=None)
 def _warn_unknown(name: str) -> None:
-    log.warning("metric '%s' is not registered (recbench.api.metrics.register): direction unknown, so it gets "
-                "no better/worse verdict, letters or best marks; register it with higher_is_better=True/False, or "
-                "None for a descriptive count", name)
+    log.warning("metric '%s' is not registered: direction unknown, so it gets no better/worse verdict, letters or "
+                "best marks; declare it in its task class (metric_specs = (MetricSpec('%s', higher_is_better=True/"
+                "False, or None for a descriptive count), ...))", name, name)
 
 
 def registered() -> dict[str, MetricSpec]:
-    """All registered metrics by name (task packages included)."""
+    """All known metrics by name: registered, and declared by the task packages."""
     _load_task_plugins()
-    return dict(_REGISTRY)
+    return {**_DECLARED, **_REGISTRY}
+
+
+# ---- holding a task to its declarations --------------------------------------------------------------
+class UndeclaredMetric(ValueError):
+    """A task's score() returned a metric its class does not declare (Task.metric_specs)."""
+
+
+def check_scored(task: Any, keys: Iterable[str], memo: dict[str, bool]) -> None:
+    """Refuse a per-example metric the task neither declares (task.declared_metrics()) nor finds registered by name
+    (register(): the standard metrics); a task with `undeclared_metrics = "unknown"` (a user's subclass of a YAML
+    task) records such a metric with direction 'unknown' instead, with a warning. `memo` caches names per task."""
+    for key in keys:
+        if key in memo:
+            continue
+        ok = _lookup(task.declared_metrics(), key) is not None or _lookup(_REGISTRY, key) is not None
+        memo[key] = ok
+        if not ok and task.undeclared_metrics != "unknown":
+            declared = ", ".join(sorted(task.declared_metrics())) or "none"
+            raise UndeclaredMetric(
+                f"task '{task.name}' ({type(task).__name__}.score) returned metric '{key}', which it does not declare: "
+                f"add MetricSpec('{key}', higher_is_better=True/False, or None for a count) to "
+                f"{type(task).__name__}.metric_specs (declared: {declared})")
+
+
+def corpus_values(task: Any, records: Sequence[Any]) -> dict[str, Any]:
+    """The run-level value of every corpus metric the task declares (MetricSpec.corpus), in declaration order: a
+    statistic of one per-example value (`per_example_name`; null when no example defines it), or of the records
+    (left out where the function returns None: the metric does not apply to this run)."""
+    out: dict[str, Any] = {}
+    for name, spec in task.declared_metrics().items():
+        if spec.corpus is None:
+            continue
+        if spec.per_example_name:
+            vals = [v for r in records if not math.isnan(v := r.value(spec.per_example_name))]
+            out[name] = spec.corpus(vals) if vals else None
+        elif (value := spec.corpus(records, task)) is not None:
+            out[name] = value
+    return out
+
+
+def run_info(task: Any, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """metrics.json's metric_info: direction, binary-ness and aggregation of each name, from the task's declarations,
+    else the registry, else a stand-in whose direction is 'unknown' (with a warning)."""
+    declared = task.declared_metrics()
+    return {m: (_lookup(declared, m) or metric_spec(m)).info() for m in names}
 
 
 # ---- metrics selected by name in YAML (config-only benchmarks) ---------------------------------------

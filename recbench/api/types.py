@@ -103,6 +103,7 @@ class Response:
     logprobs: Optional[list] = None
     error: Optional[str] = None
     cached: bool = False
+    endpoint: Optional[str] = None  # which server answered, masked (backends with several servers); never cached
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,10 @@
-"""transformers backend: batched chat generation with left padding, explicit sampling, CPU by default."""
+"""transformers backend: batched chat generation with left padding, explicit sampling, CPU by default.
+
+Long because one backend owns the whole life of an in-process model: locating and fingerprinting the weights (a
+GGUF in a pip package, a folder, a hub id), loading and caching them, chat templates and quirks, batched generation
+with progress, and choice scoring by likelihood for constrained requests; split, each part would reach into the
+others' state.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -14,7 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
-from recbench.backends.base import Backend, empty_answer
+from recbench.api.config import HFBackendConf
+from recbench.backends.base import Backend, constructor_args, empty_answer
 from recbench.backends.quirks import apply_quirks, check_quirks
 from recbench.api.types import Request, Response, file_sha256
 
@@ -178,18 +185,18 @@ class HFBackend(Backend):
 
     def __init__(
         self,
-        model: str = "",
+        model: str = HFBackendConf.model,
         package: Optional[str] = None,
         gguf_file: Optional[str] = None,
-        revision: Optional[str] = None,
+        revision: Optional[str] = HFBackendConf.revision,
         dtype: str = "float32",
         device: str = "auto",
-        batch_size: int = 16,
+        batch_size: int = HFBackendConf.batch_size,  # type: ignore[assignment]
         adapter: Optional[str] = None,
         max_model_len: Optional[int] = None,
         threads: Optional[int] = None,
-        name: Optional[str] = None,
-        quirks: Optional[Sequence[str]] = None,
+        name: Optional[str] = HFBackendConf.name,
+        quirks: Optional[Sequence[str]] = HFBackendConf.quirks,
     ):
         import torch
 
@@ -319,16 +326,16 @@ class HFBackend(Backend):
         return ident
 
     @classmethod
-    def static_identity(cls, model: str = "", package: Optional[str] = None, gguf_file: Optional[str] = None,
-                        revision: Optional[str] = None, dtype: str = "float32", adapter: Optional[str] = None,
-                        name: Optional[str] = None, quirks: Optional[Sequence[str]] = None,
-                        **_: Any) -> Optional[dict[str, Any]]:
-        """The identity without loading the model, when an earlier load remembered its fingerprint (else None)."""
-        model_dir = resolve_model_dir(model, package)
-        entry = read_fingerprint(model_dir, gguf_file, revision)
+    def static_identity(cls, **config: Any) -> Optional[dict[str, Any]]:
+        """The identity without loading the model, when an earlier load remembered its fingerprint (else None);
+        keys the config leaves out take the constructor's defaults."""
+        a = constructor_args(cls, config)
+        model_dir = resolve_model_dir(a["model"], a["package"])
+        entry = read_fingerprint(model_dir, a["gguf_file"], a["revision"])
         if entry is None:
             return None
-        return cls._compose_identity(name or model or package, entry, adapter, dtype, check_quirks(quirks))
+        return cls._compose_identity(a["name"] or a["model"] or a["package"], entry, a["adapter"], a["dtype"],
+                                     check_quirks(a["quirks"]))
 
     def effective_params(self) -> dict[str, Any]:
         """Device, dtype and batch size actually used."""

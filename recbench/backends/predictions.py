@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
+from recbench.api.config import PredictionsBackendConf
 from recbench.backends.base import Backend
 from recbench.api.types import Request, Response
 
@@ -61,8 +62,9 @@ class PredictionsBackend(Backend):
 
     kind = "predictions"
 
-    def __init__(self, path: str, name: str | None = None, id_field: str = "id", text_field: str = "response",
-                 on_missing: Literal["error", "empty"] = "error", batch_size: int = 256):
+    def __init__(self, path: str, name: str | None = PredictionsBackendConf.name, id_field: str = "id",
+                 text_field: str = "response", on_missing: Literal["error", "empty"] = "error",
+                 batch_size: int = PredictionsBackendConf.batch_size):  # type: ignore[assignment]
         if not path:
             raise ValueError("the predictions backend needs a file: model.backend.path=<file.jsonl or file.json>")
         self.path = Path(path)

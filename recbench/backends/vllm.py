@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any, Optional, Sequence
 
+from recbench.api.config import VLLMBackendConf
 from recbench.backends.base import Backend, empty_answer
 from recbench.backends.hf import quiet_gguf, resolve_model_dir, weights_fingerprint
 from recbench.backends.quirks import apply_quirks, check_quirks
@@ -30,12 +31,12 @@ class VLLMBackend(Backend):
 
     def __init__(
         self,
-        model: str = "",
+        model: str = VLLMBackendConf.model,
         package: Optional[str] = None,
         gguf_file: Optional[str] = None,
         convert_dtype: str = "bfloat16",
-        name: Optional[str] = None,
-        revision: Optional[str] = None,
+        name: Optional[str] = VLLMBackendConf.name,
+        revision: Optional[str] = VLLMBackendConf.revision,
         tokenizer: Optional[str] = None,
         dtype: str = "auto",
         quantization: Optional[str] = None,
@@ -53,10 +54,10 @@ class VLLMBackend(Backend):
         lora_adapters: Optional[dict[str, str]] = None,
         trust_remote_code: bool = False,
         seed: int = 0,
-        batch_size: int = 1024,
+        batch_size: int = VLLMBackendConf.batch_size,  # type: ignore[assignment]
         chat_template_kwargs: Optional[dict[str, Any]] = None,
         engine_kwargs: Optional[dict[str, Any]] = None,
-        quirks: Optional[Sequence[str]] = None,
+        quirks: Optional[Sequence[str]] = VLLMBackendConf.quirks,
     ):
         self.quirks = check_quirks(quirks)
         # a GGUF shipped in a pip package (SmolLM2) is converted once to a cached HF folder vLLM can load

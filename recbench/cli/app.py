@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -155,7 +156,19 @@ def _main() -> None:
         print(f"recbench: error: {blocked}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_RUN)
     fresh = not root.exists()
-    _app()
+    if any(a.startswith("hydra/launcher=") and ("submitit" in a or "slurm" in a) for a in sys.argv[1:]):
+        # Hydra prints a launcher's exception as a traceback and exits 1 unless HYDRA_FULL_ERROR hands it on: a
+        # submitit job that died outside recbench is then one line below
+        os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    try:
+        _app()
+    except Exception as e:  # noqa: BLE001 - a launcher's job that died outside recbench (SIGKILL, node lost, time limit)
+        if type(e).__name__ != "UncompletedJobError":  # submitit's; anything else is a bug: its traceback
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"recbench: a sweep job died outside recbench ({first[:200]}); its finished examples are kept: rerun the "
+              f"same command to go on (exit {EXIT_INCOMPLETE})", file=sys.stderr)
+        sys.exit(EXIT_INCOMPLETE)
     if fresh:  # a runs dir this invocation made and left empty (every job refused) is not left behind
         remove_if_empty(root)
     from recbench.report.callback import last_sweep_dir

@@ -1,21 +1,20 @@
 """`python -m recbench.build <benchmark> ...`: build benchmark data from raw inputs (dispatches to the task's builder)."""
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
+from pathlib import Path
 
 from recbench.api.errors import lookup
+from recbench.api.metrics import import_task_module, task_packages
 
 
 def builders() -> dict[str, str]:
-    """Benchmark name -> module whose main(argv) builds it: every task package with a `build` module."""
-    import pkgutil
-
+    """Benchmark name -> module whose main(argv) builds it: every task package with a `build` module (found on disk,
+    so listing them imports no task code)."""
     import recbench.tasks as tasks_pkg
 
-    return {m.name: f"recbench.tasks.{m.name}.build" for m in pkgutil.iter_modules(tasks_pkg.__path__) if m.ispkg
-            and importlib.util.find_spec(f"recbench.tasks.{m.name}.build") is not None}
+    return {name: f"recbench.tasks.{name}.build" for name in task_packages()
+            if any((Path(p) / name / "build.py").is_file() for p in tasks_pkg.__path__)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,8 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(f"usage: python -m recbench.build {{{','.join(table)}}} [builder options]  (--help after the name for its options)")
         return
-    module = lookup(table, argv[0], what="builder", hint="python -m recbench.build ")
-    importlib.import_module(module).main(argv[1:])
+    lookup(table, argv[0], what="builder", hint="python -m recbench.build ")
+    import_task_module(argv[0], "build").main(argv[1:])  # a package that fails to import: an error naming it
 
 
 if __name__ == "__main__":

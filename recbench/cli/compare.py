@@ -5,6 +5,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from recbench.stats.paired import FIRST_RESAMPLES, REFINE_BELOW, TARGET_MC_SE
 from recbench.stats.verdicts import (
@@ -45,7 +46,7 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
     # a metric, test or family size that every row shares is said once above the tables instead of in a column
     console = console or Console(width=min(120, Console().width) if sys.stdout.isatty() else 120)
     cols = ("metric", "slice", "n", "mean a", "mean b", "diff", "95% CI", "test", "p", "p adj", "fam", "verdict")
-    flagged = False
+    flagged = noisy = False
     pairs: dict[tuple[str, str], list[tuple[str, ...]]] = {}
     for c in comparisons:
         verdict = c.verdict or verdict_of(c)
@@ -53,6 +54,9 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
         if ci_disagrees(c):
             verdict += " *"
             flagged = True
+        if c.below_noise_floor:  # a noise-floor audit of either run moved the metric at least this much
+            verdict += " ≈"
+            noisy = True
         pairs.setdefault((c.run_a, c.run_b), []).append((
             c.metric, c.slice, str(c.n), _fmt(c.mean_a, 3), _fmt(c.mean_b, 3), _fmt(c.diff, 3),
             f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
@@ -79,6 +83,10 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
     if flagged:
         console.print(f"* the CI is the {CI_MEANING}; the verdict uses the p-value adjusted over the family "
                       f"({correction} over 'fam' pairs), so near the threshold the two can disagree")
+    if noisy:
+        console.print("≈ |diff| is below the noise floor of run a or b: decoding the same examples again with another "
+                      "batch size (audit.noise; metrics.json extra.noise_floor) moved this metric by up to that much "
+                      "(the larger end of its 95% CI), so the difference may be numerical noise", highlight=False)
     for d in ("none", "unknown"):
         names = sorted({c.metric for c in comparisons if c.direction == d})
         if names:
@@ -192,9 +200,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print_table(comps, args.correction)
     print_margin_table(comps, args.correction)
+    from recbench.audits.templates import print_template_verdicts, template_verdicts_of_paths
+
+    by_template = template_verdicts_of_paths(args.runs, metrics=args.metric, correction=args.correction,
+                                             alpha=args.alpha, seed=args.seed, pool_seeds_=args.pool_seeds,
+                                             n_resamples=args.resamples)
+    print_template_verdicts(by_template)  # runs asked with audit.templates=K: the verdict under each template
     if args.json_path:
         write_json(comps, args.json_path)
         print(f"wrote {len(comps)} records to {args.json_path}")
+        if by_template:
+            extra = str(Path(args.json_path).with_suffix("")) + ".templates.json"
+            write_json(by_template, extra)
+            print(f"wrote {len(by_template)} per-template records to {extra}")
     return 0
 
 

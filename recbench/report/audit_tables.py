@@ -1,5 +1,7 @@
-"""Order audits in reports: one row per run whose metrics.json extra has `order_audit` (audit.orders=K) or
-`pair_order_consistency` (comparisons asked in both orders). Benchmark-agnostic: reads only metrics.json."""
+"""Audits in reports: one row per run whose metrics.json extra has `order_audit` (audit.orders=K) or
+`pair_order_consistency` (comparisons asked in both orders), `template_audit` (audit.templates=K; plus one row per
+pair of such runs: the verdict under each template) or `noise_floor` (audit.noise). Benchmark-agnostic: reads
+metrics.json (and, for the per-template verdicts, the runs' samples)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -136,6 +138,152 @@ def pair_consistency_table(runs: list[Run]) -> Optional[Table]:
                  section="order-audit")
 
 
+def _ci_cell(metric: str, block: Any, style: str = "3") -> AuditCell:
+    """A value with its CI from a {'mean' or 'share' or 'diff', 'ci_low', 'ci_high', 'n'} block."""
+    b = block or {}
+    v = b.get("mean", b.get("share", b.get("diff")))
+    return AuditCell(metric=metric, mean=number(v), ci_low=number(b.get("ci_low")), ci_high=number(b.get("ci_high")),
+                     n=b.get("n"), style=style)
+
+
+#: variance sources of the template audit, in column order (recbench.stats.variance)
+VARIANCE_SOURCES = (("example", "example"), ("template", "template"), ("example:template", "example × template"),
+                    ("order(example)", "order (within example)"), ("residual", "residual"))
+
+
+def template_audit_table(runs: list[Run]) -> Optional[Table]:
+    """One row per template-audited run (extra.template_audit): the headline per template with its CI, the spread,
+    the share of answers that differ from template 0's, the variance shares and the template-effect test."""
+    audited = _sorted([r for r in runs if isinstance(r.result.extra.get("template_audit"), dict)])
+    if not audited:
+        return None
+    labels = _row_labels(audited)
+    blocks = [r.result.extra["template_audit"] for r in audited]
+    k_max = max(int(b.get("templates") or 0) for b in blocks)
+    cols: list[tuple[str, str]] = [("", "K")] + [("headline per template", f"t{j}") for j in range(k_max)]
+    cols += [("over templates", "spread"), ("answer differs from t0", "any template")]
+    cols += [("share of variance", label) for _, label in VARIANCE_SOURCES]
+    cols += [("template effect", "p"), ("template effect", "detected")]
+    rows = []
+    for r, b in zip(audited, blocks):
+        metric = str(b.get("metric") or r.result.headline_metric)
+        per = list(b.get("per_template") or [])
+        var = b.get("variance") or {}
+        shares = var.get("shares") or {}
+        eff = b.get("template_effect") or {}
+        cells = [_cell("templates", b.get("templates"), "int")]
+        cells += [_ci_cell(metric, per[j] if j < len(per) else None) for j in range(k_max)]
+        cells += [_cell(metric, b.get("spread")), _cell("answer_changed", b.get("answer_changed_any"))]
+        for key, _ in VARIANCE_SOURCES:
+            c = _cell("variance_share", shares.get(key))
+            if key == "template" and var.get("template_share_ci"):
+                c.ci_low, c.ci_high = (number(x) for x in var["template_share_ci"])
+            cells.append(c)
+        cells += [_cell("p_value", eff.get("p_value"), "p"),
+                  AuditCell(metric="detected", shown=("yes" if eff.get("detected") else "no") if eff else None)]
+        rows.append((labels[id(r)] + [metric], cells))
+    caption = ("Template audit (audit.templates=K; metrics.json extra.template_audit): each example asked with K "
+               "paraphrased prompt templates that keep the answer format (t0 = the run's own template, so its value "
+               "is the headline), each with its 95% bootstrap CI; spread = largest minus smallest template mean; "
+               "'answer differs' = share of examples whose prediction under some template differs from t0's. Share of "
+               "variance: a random-effects ANOVA of the per-example headline (method-of-moments components of example, "
+               "template and, with audit.orders on too, example × template and display order within example; "
+               "negative estimates set to 0; recbench/stats/variance.py), the template share with a 95% bootstrap CI "
+               "over examples. Template effect: permutation test of the template means (template labels permuted "
+               "within each example), detected when p < 0.05. A dash: not estimated (no orders audited).")
+    return Table(id="template-audit", title="Template audit: score and variance across prompt templates",
+                 caption=caption, row_header=["task", "model", "method", "metric"], header=_header(cols),
+                 columns=cols, rows=rows, section="validity-audit")
+
+
+def template_verdict_table(runs: list[Run]) -> Optional[Table]:
+    """One row per pair of template-audited runs of one task (headline metric, all examples): the difference and
+    verdict under each template, and whether the sign and the verdict are kept under every template."""
+    from recbench.audits.templates import template_verdicts, verdict_kept
+    from recbench.stats.verdicts import CompareError, load_systems
+
+    audited = [r for r in runs if isinstance(r.result.extra.get("template_audit"), dict)]
+    if len(audited) < 2:
+        return None
+    try:
+        systems = load_systems([r.dir for r in audited], pool_seeds_=True)
+    except CompareError:
+        return None
+    heads = {r.task: r.result.headline_metric for r in audited}
+    recs = [c for task, metric in heads.items()
+            for c in template_verdicts([s for s in systems if s.task == task], metrics=[metric])]
+    if not recs:
+        return None
+    kept = verdict_kept(recs)
+    by_dir = {str(r.dir.resolve()): f"{r.model} · {method_label(r.method, '')}" for r in audited}
+    name = {s.label: by_dir.get(str(s.runs[0].dir.resolve()), s.label) for s in systems}
+    k_max = max(r["templates"] for r in kept)
+    cols: list[tuple[str, str]] = []
+    for j in range(k_max):
+        cols += [(f"template {j}", "diff (a − b)"), (f"template {j}", "verdict")]
+    cols += [("under every template", "sign kept"), ("under every template", "verdict kept")]
+    rows = []
+    for r in kept:
+        cells = []
+        for j in range(k_max):
+            v = r["verdict"][j] if j < len(r["verdict"]) else None
+            if v is not None:
+                v = {f"{r['run_a']} better": "a better", f"{r['run_b']} better": "b better"}.get(v, v)
+            cells += [_cell(r["metric"], r["diff"][j] if j < len(r["diff"]) else None),
+                      AuditCell(metric="verdict", shown=v)]
+        cells += [AuditCell(metric="sign_kept", shown="yes" if r["sign_kept"] else "no"),
+                  AuditCell(metric="verdict_kept", shown="yes" if r["verdict_kept"] else "no")]
+        rows.append(([name.get(r["run_a"], r["run_a"]), name.get(r["run_b"], r["run_b"]), r["metric"]], cells))
+    caption = ("Paired verdicts under each prompt template (runs asked with audit.templates=K): for every pair of "
+               "template-audited runs of one task, the headline's paired comparison computed on the per-example "
+               "values of each template (recbench.stats.verdicts.compare_pair; Holm within each family = one metric "
+               "and template, over its pairs of runs); 'verdict kept' = the same verdict (which run is better, or n.s.) "
+               "under every template as under template 0, 'sign kept' = the same sign of the difference. python -m "
+               "recbench.compare <these runs> prints the same records.")
+    return Table(id="template-verdicts", title="Verdicts under each prompt template", caption=caption,
+                 row_header=["run a", "run b", "metric"], header=_header(cols), columns=cols, rows=rows,
+                 section="validity-audit")
+
+
+def noise_floor_table(runs: list[Run]) -> Optional[Table]:
+    """One row per run with a noise-floor audit (extra.noise_floor): what was changed, the share of answers and
+    predictions that changed, the headline's shift with its CI and p, and the noise floor."""
+    audited = _sorted([r for r in runs if isinstance(r.result.extra.get("noise_floor"), dict)])
+    if not audited:
+        return None
+    labels = _row_labels(audited)
+    cols = [("re-decoded with", "settings"), ("re-decoded with", "run had"), ("", "examples"),
+            ("changed by the re-decode", "answer text"), ("changed by the re-decode", "prediction"),
+            ("headline shift (re-decode − run)", "diff"), ("headline shift (re-decode − run)", "p"),
+            ("", "noise floor")]
+    rows = []
+    for r in audited:
+        b = r.result.extra["noise_floor"]
+        metric = str(b.get("metric") or r.result.headline_metric)
+        head = (b.get("metrics") or {}).get(metric) or {}
+        ref = b.get("reference") or {}
+        cells = [AuditCell(metric="settings", shown=str(b.get("tag") or "")),
+                 AuditCell(metric="reference", shown=",".join(f"{k}={v}" for k, v in ref.items()) or None),
+                 _cell("examples", b.get("examples"), "int"),
+                 _ci_cell("answers_changed", b.get("answers_changed")),
+                 _ci_cell("predictions_changed", b.get("predictions_changed")),
+                 _ci_cell(metric, head), _cell("p_value", head.get("p_value"), "p"),
+                 _cell(metric, b.get("floor"))]
+        rows.append((labels[id(r)] + [metric], cells))
+    caption = ("Noise-floor audit (audit.noise.batch_size=B or audit.noise.dtype=D; metrics.json extra.noise_floor): "
+               "the run's examples decoded again with another batch size (or dtype), under their own cache namespace "
+               "so no answer comes from the run's cache entries. Answer text: share of examples whose raw answer to "
+               "the same prompt changed; prediction: share whose scored answer changed (exact 95% CIs). Headline "
+               "shift: mean per-example difference re-decode minus run, 95% paired bootstrap CI and sign-flip p. "
+               "Noise floor = the larger end of that CI in absolute value: a difference between two runs smaller "
+               "than the floor of either is marked ≈ in recbench.compare and in the paired comparisons below.")
+    return Table(id="noise-floor", title="Noise floor: answers and headline under another batch size", caption=caption,
+                 row_header=["task", "model", "method", "metric"], header=_header(cols), columns=cols, rows=rows,
+                 section="validity-audit")
+
+
 def audit_tables(runs: list[Run]) -> list[Table]:
-    """The order-audit tables of a report (empty when no run was audited)."""
-    return [t for t in (order_audit_table(runs), pair_consistency_table(runs)) if t is not None]
+    """The audit tables of a report (empty when no run was audited): order audits (section 'order-audit'), then the
+    template and noise-floor audits (section 'validity-audit')."""
+    return [t for t in (order_audit_table(runs), pair_consistency_table(runs), template_audit_table(runs),
+                        template_verdict_table(runs), noise_floor_table(runs)) if t is not None]

@@ -229,7 +229,7 @@ def comparisons_section(runs: list[Any], view: ReportView, comparer: _Comparer, 
         p_col = f"p ({comps[0].correction.title()}, {comps[0].family_size} pairs)"
         cols = [("difference (a − b)",), ("95% CI (unadjusted)",), (p_col,), ("verdict",)]
         rows = []
-        flagged = False
+        flagged = noisy = False
         for c in sorted(comps, key=lambda c: (-abs(c.diff) if math.isfinite(c.diff) else 0)):
             if c.better:
                 verdict = f"{name[c.better]} better"
@@ -240,6 +240,9 @@ def comparisons_section(runs: list[Any], view: ReportView, comparer: _Comparer, 
             if ci_disagrees(c):
                 verdict += " *"
                 flagged = True
+            if c.below_noise_floor:  # audit.noise of either run moved the metric at least this much
+                verdict += " ≈"
+                noisy = True
             rows.append(([name[c.run_a], name[c.run_b]],
                          [Cell(metric=metric, mean=c.diff, n=c.n, note=c.note),
                           Cell(metric=metric, shown=f"[{c.ci_low:.3f}, {c.ci_high:.3f}]"),
@@ -254,6 +257,10 @@ def comparisons_section(runs: list[Any], view: ReportView, comparer: _Comparer, 
         if flagged:
             caption += (" *: the unadjusted CI and the corrected verdict disagree (the CI is one comparison at a time; "
                         f"the verdict is after {comps[0].correction.title()} over {comps[0].family_size} pairs).")
+        if noisy:
+            caption += (" ≈: |difference| below the noise floor of either run (audit.noise: decoding the same examples "
+                        "again with another batch size moved the metric up to that much; section 'Template and "
+                        "noise-floor audits').")
         t = Table(id=f"comparisons-{task}", title=f"Paired comparisons: {task}, {metric}", caption=caption,
                   row_header=["run a", "run b"], header=_header(cols), columns=cols, rows=rows, section="comparisons")
         out.tables.append(t)

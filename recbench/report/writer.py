@@ -88,8 +88,11 @@ def build_report(paths: Iterable[str | Path], config_keys: Optional[ConfigKeys] 
         sig = Significance()
     add_expected_rows(tables, runs)  # after the significance letters: an exact expectation is not a compared row
     audits = audit_tables(runs)
-    if audits:
-        sections.append(Section("order-audit", "Order audits", audits))
+    if [t for t in audits if t.section == "order-audit"]:
+        sections.append(Section("order-audit", "Order audits", [t for t in audits if t.section == "order-audit"]))
+    if [t for t in audits if t.section == "validity-audit"]:  # audit.templates, audit.noise (docs/validity.md)
+        sections.append(Section("validity-audit", "Template and noise-floor audits",
+                                [t for t in audits if t.section == "validity-audit"]))
     if sig.tables:
         sections.append(Section("comparisons", "Paired comparisons", sig.tables, sig.plots))
     return Report(runs, cells, agg, tables, plots, sections, paths, sig, failed_jobs(paths), audits)

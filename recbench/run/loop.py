@@ -16,6 +16,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from recbench.api.metrics import check_scored
 from recbench.backends.base import Backend
 from recbench.store.response_cache import KeyMaker, ResponseCache
 from recbench.store.runstore import RunStore
@@ -69,6 +70,7 @@ class EvalLoop:
         self.progress = progress
         self.stats = LoopStats()
         self._keys: Optional[KeyMaker] = KeyMaker(backend.identity()) if backend is not None else None
+        self._scored: dict[str, bool] = {}  # metric names score() returned, checked against the task's declarations
 
     @property
     def backend(self) -> Optional[Backend]:
@@ -202,7 +204,8 @@ class EvalLoop:
     def _call_record(self, req: Request, key: str, resp: Response) -> CallRecord:
         rec = CallRecord(key=key[:20], purpose=req.purpose, response=resp.text, finish_reason=resp.finish_reason,
                          cached=resp.cached, prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
-                         latency_s=None if resp.cached else resp.latency_s, error=resp.error)
+                         latency_s=None if resp.cached else resp.latency_s, error=resp.error,
+                         endpoint=resp.endpoint)
         if self.store_prompts:  # each distinct prompt once per run dir, in prompts.jsonl, referenced by its hash
             rec.prompt, messages = self._key_maker().prompt_hash(req)
             self.store.add_prompt(rec.prompt, messages)
@@ -212,6 +215,7 @@ class EvalLoop:
         if not isinstance(outcome, Outcome):
             raise TypeError(f"method {self.method.name} returned {type(outcome).__name__}, expected Outcome")
         metrics = self.task.score(act.example, outcome)
+        check_scored(self.task, metrics, self._scored)  # a metric declared nowhere stops the run here
         self._finished.append(SampleRecord(id=act.example.id, meta=act.example.meta, prediction=outcome.prediction,
                                            parse_status=outcome.parse_status, details=outcome.details,
                                            metrics=metrics, calls=act.calls, truth=self.task.truth(act.example)))
@@ -237,11 +241,12 @@ class EvalLoop:
 # ---- aggregation ------------------------------------------------------------------------------
 def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, level: float = 0.95,
               seed: int = 0) -> dict[str, Any]:
-    """Per-metric mean + bootstrap CI overall and per breakdown value, plus parse counts and token totals.
+    """Per-metric mean + bootstrap CI overall and per breakdown value, parse counts and token totals, and `extra`:
+    the task's run facts, then the value of every corpus metric it declares (MetricSpec.corpus), then the audits.
 
     Records are sorted by example id first, so the result does not depend on the order they finished in."""
     from recbench.audits.order import audit_aggregates  # numpy and the audit: only when something is aggregated
-    from recbench.api.metrics import find_spec, metric_spec
+    from recbench.api.metrics import corpus_values, find_spec, run_info
     from recbench.stats.bootstrap import summarize
 
     records = sorted(records, key=lambda r: r.id)
@@ -258,9 +263,12 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
                           for sub in [[r for r in records if str(r.meta.get(key)) == v]]}
     calls = [c for r in records for c in r.calls]
     metrics = block(records)
-    extra = task.extra_aggregates(records)
+    extra = _facts(task, records)
+    extra.update(corpus_values(task, records))
     extra.update(audit_aggregates(records, task.headline_metric))  # order audits, pairwise order consistency
-    names = list(metrics) + [k for k, v in extra.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    declared = task.declared_metrics()
+    names = list(metrics) + [k for k, v in extra.items() if _number(v) and k not in metrics
+                             and (k in declared or find_spec(k) is not None)]
     return {
         "headline_metric": task.headline_metric,
         "metrics": metrics,
@@ -273,6 +281,20 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
             completion_tokens=sum(c.completion_tokens for c in calls),
             finish_length=sum(1 for c in calls if c.finish_reason == "length")),
         "extra": extra,
-        "metric_info": {m: metric_spec(m).info() for m in names if m in metrics or find_spec(m) is not None},
+        "metric_info": run_info(task, names),
         "cluster_by": task.cluster_by,
     }
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _facts(task: Task, records: list[SampleRecord]) -> dict[str, Any]:
+    """The task's run facts, refusing a bare number (a number over the run is a corpus metric to declare)."""
+    facts = dict(task.run_facts(records))
+    for key, value in facts.items():
+        if _number(value):
+            raise TypeError(f"{type(task).__name__}.run_facts returned the number '{key}' = {value}: a number over the "
+                            f"run is a corpus metric; declare MetricSpec('{key}', ..., corpus=fn) in metric_specs")
+    return facts

@@ -125,7 +125,7 @@ class PerJobCacheCallback(Callback):  # type: ignore[misc]
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
         """Copy the shared cache into this job's (empty) cache file, so answers already paid for are hits."""
-        if self.seed and config.cache.get("enabled", True):
+        if self.seed and config.cache.enabled:
             seed_copy(self.shared, Path(str(config.cache.path)).absolute())
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:

@@ -12,8 +12,9 @@ from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 MASK = "***"
-#: a URL in free text (YAML, JSON, an override string, an error message): scheme:// up to a space, quote or bracket
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+#: a URL in free text (YAML, JSON, an override string, an error message): scheme:// up to a space, quote or bracket,
+#: or up to a comma that starts the next URL (a list of servers: "http://a/v1,http://u:pw@b/v1")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:(?!,\s*[A-Za-z][A-Za-z0-9+.-]*://)[^\s'\"<>`])+")
 
 
 def has_secret(url: str) -> bool:

@@ -74,7 +74,11 @@ def test_three_shards_through_submitit_local_merge_to_the_unsharded_run(tmp_path
            f"+model.backend.marker={marker}", f"+model.backend.kill_after={KILL_AFTER}", "model.backend.batch_size=1",
            f"hydra.sweep.dir={sweep}"]
     first = recbench(tmp_path, *cmd)
-    assert marker.exists() and first.returncode != 0  # one job died: the launcher reports it, nothing is merged
+    # one job died: one line saying so, exit 3 (rerun the same command), nothing merged, no traceback
+    assert marker.exists() and first.returncode == 3, first.stderr[-3000:]
+    assert "Traceback" not in first.stderr
+    assert [ln for ln in first.stderr.splitlines() if ln.startswith("recbench:")][-1].startswith(
+        "recbench: a sweep job died outside recbench")
     shard_dirs = sorted(p.parent for p in sweep.rglob("shard.json"))
     assert len(shard_dirs) == SHARDS
     killed = [d for d in shard_dirs if not (d / "metrics.json").exists()]

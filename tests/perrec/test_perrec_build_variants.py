@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recbench.api.metrics import corpus_values
 from recbench.run.construct import bundled_data
 
 from recbench.run.evaluate import run_from_config
@@ -18,6 +19,8 @@ from recbench.tasks.perrec.task import PerRecTask
 from recbench.api.types import Example, Outcome
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
+
+pytestmark = pytest.mark.fast
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +119,7 @@ def test_rating_metrics_hand_computed():
                   meta={"group_size": 3})
     s3 = task.score(ex3, Outcome(prediction={"order": ["a", "c", "b"], "ratings": {"a": 4.0, "b": 2.0, "c": 0.0}}))
     recs = [SampleRecord(id="g", metrics=s, meta=ex.meta), SampleRecord(id="h", metrics=s3, meta=ex3.meta)]
-    agg = task.extra_aggregates(recs)
+    agg = corpus_values(task, recs)  # the corpus metrics PerRecTask declares (MetricSpec.corpus)
     errs = np.array([1, 2, 0, 0, 3.0])
     assert agg["rating_mae"] == pytest.approx(errs.mean()) and agg["rating_rmse"] == pytest.approx(math.sqrt((errs ** 2).mean()))
     assert agg["rating_n"] == 5

@@ -4,8 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from omegaconf import DictConfig, OmegaConf
-
+from recbench.api.config import YamlParserConf, with_defaults
 from recbench.api.parsing import Parsed, failed, parse_choice, parse_json, parse_list, parse_number
 from recbench.api.errors import ConfigError, lookup
 from recbench.api.types import Constraint
@@ -51,10 +50,10 @@ def _regex(cfg: dict[str, Any]) -> ParserFn:
     if not pattern:
         raise ConfigError("task.parser.pattern: kind 'regex' needs a pattern, e.g. pattern: 'Answer: (\\w+)'")
     try:
-        rx = re.compile(str(pattern), re.I if cfg.get("ignore_case", True) else 0)
+        rx = re.compile(str(pattern), re.I if cfg["ignore_case"] else 0)
     except re.error as e:
         raise ConfigError(f"task.parser.pattern: invalid regular expression {pattern!r}: {e}") from e
-    group = int(cfg.get("group", 1 if rx.groups else 0))
+    group = int(cfg["group"] if cfg["group"] is not None else 1 if rx.groups else 0)
 
     def parse(text: str) -> Parsed:
         m = rx.search(text)
@@ -79,8 +78,8 @@ PARSERS: dict[str, Callable[[dict[str, Any]], ParserFn]] = {
 
 
 def build(cfg: Any) -> ParserFn:
-    """The parser named by task.parser.kind, configured by the rest of task.parser."""
-    d = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg or {})
+    """The parser named by task.parser.kind, configured by the rest of task.parser (keys left out: YamlParserConf)."""
+    d = with_defaults(cfg, YamlParserConf)
     kind = d.get("kind")
     if not kind:
         raise ConfigError(f"task.parser.kind is required. Valid choices: {', '.join(sorted(PARSERS))}")

@@ -4,15 +4,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from typing import Optional
+from typing import Any, Optional, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
-from recbench.api.task import Method
+from recbench.api.task import Method, ReferenceMethod, TaskView
 from recbench.tasks.llmrec import settings
-from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request, SamplingParams
+from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request, Response, SamplingParams
+
+PKG = "recbench.tasks.llmrec"  # the package whose templates/ hold the sub-tasks' prompts
 
 #: LLMRec sub-tasks whose answer is one of a few strings: with `constrained: true` the model chooses among them
 #: (hf: likelihood of each choice; vllm: structured outputs), so a small model's answer always parses. Each choice
@@ -26,6 +28,45 @@ ANSWER_CHOICES: dict[str, dict[str, str]] = {
 #: the candidates are ranked by the likelihood of each being the answer's first item (hf reports every choice's
 #: log-likelihood). A backend that returns only the chosen choice (vLLM structured outputs) gives a one-item ranking.
 RANKED_SUBTASKS = ("sequential", "direct")
+
+
+class LLMRecTaskView(TaskView, Protocol):
+    """What zero-shot prompting needs of an LLMRec task (recbench.tasks.llmrec.task.LLMRecTask provides it)."""
+
+    subtask: str
+
+    def messages(self, example: Example) -> list[dict[str, str]]:
+        """System + user chat messages of the sub-task's prompt."""
+
+    def prompt_vars(self, example: Example) -> dict[str, Any]:
+        """Template variables for one example."""
+
+    def parse(self, response: Response, example: Example) -> Outcome:
+        """The model's answer as an Outcome with a parse status."""
+
+
+class ReviewTaskView(TaskView, Protocol):
+    """What the rating baselines need: the review split (the rating task provides it)."""
+
+    def split(self) -> tuple[Any, Any]:
+        """(train, test) reviews as DataFrames: each user's most recent review held out."""
+
+
+class RankTaskView(TaskView, Protocol):
+    """What the ranking baselines need (the sequential and direct tasks provide it)."""
+
+    ordered_history: bool
+
+    @property
+    def data(self) -> Any:
+        """The P5-format data: `items` (the catalogue) and the sequences."""
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """Cut-offs of HR@k / NDCG@k."""
+
+    def train_sequences(self) -> dict[str, tuple[str, ...]]:
+        """Every user's items except the held-out one."""
 
 
 def candidate_choice(item_id: str) -> str:
@@ -55,7 +96,7 @@ def _seed_for(seed: int, key: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{seed}|{key}".encode(), digest_size=8).digest(), "big")
 
 
-class ZeroShot(Method):
+class ZeroShot(Method[LLMRecTaskView]):
     """One prompt per example (task description + behaviour injection + format indicator), parsed by the task."""
 
     name = "zero_shot"
@@ -65,7 +106,30 @@ class ZeroShot(Method):
     @property
     def order_auditable(self) -> bool:
         """The sequential and direct prompts list candidates: audit.orders=K permutes their order (recbench.audits.order)."""
-        return getattr(self.task, "subtask", "") in ("sequential", "direct")
+        return self.task.subtask in RANKED_SUBTASKS
+
+    def _template_name(self) -> str:
+        return str(self.task.cfg.get("template") or getattr(self.task, "template", ""))
+
+    def template_files(self) -> list[str]:
+        """The sub-task's template and its shipped paraphrases (<stem>_t1.j2, ...): audit.templates=K asks with the
+        first K."""
+        from recbench.audits.templates import variant_files
+
+        name = self._template_name()
+        return variant_files(PKG, name) if name else []
+
+    def messages(self, example: Example, template: int = 0) -> list[dict[str, str]]:
+        """The task's chat messages; `template` k > 0: the user prompt from the k-th paraphrase (the system prompt
+        unchanged)."""
+        msgs = self.task.messages(example)
+        if not template:
+            return msgs
+        from recbench.api.prompts import render
+        from recbench.audits.templates import variant_name
+
+        user = render(PKG, variant_name(self._template_name(), template), **self.task.prompt_vars(example))
+        return [m for m in msgs if m["role"] != "user"] + [{"role": "user", "content": user}]
 
     def params(self) -> SamplingParams:
         """Explicit decoding parameters from the run's `sampling` block; max_tokens from the method, else the task."""
@@ -79,24 +143,25 @@ class ZeroShot(Method):
         sequential/direct, one choice per candidate of the example (in the shown order)."""
         if not self.cfg.constrained:
             return None
-        subtask = getattr(self.task, "subtask", "")
+        subtask = self.task.subtask
         if subtask in RANKED_SUBTASKS and example is not None:
             return Constraint(kind="choice", choices=tuple(candidate_choice(c) for c in example.data["candidates"]))
         choices = ANSWER_CHOICES.get(subtask)
         return Constraint(kind="choice", choices=tuple(choices)) if choices else None
 
-    def run(self, example: Example, order: Optional[int] = None) -> MethodGen:
-        """Ask once, parse the answer; `order` k > 0 (order audit) shows the candidates in the k-th seeded permutation."""
+    def run(self, example: Example, order: Optional[int] = None, template: Optional[int] = None) -> MethodGen:
+        """Ask once, parse the answer; `order` k > 0 (order audit) shows the candidates in the k-th seeded permutation,
+        `template` k > 0 (template audit) asks with the k-th paraphrase of the prompt."""
         audited = order is not None and self.order_auditable
         if audited and order:
             cands = list(example.data["candidates"])
             perm = np.random.default_rng(_seed_for(_run_seed(self), f"order{int(order)}|{example.id}")).permutation(len(cands))
             example = Example(example.id, {**example.data, "candidates": [cands[j] for j in perm]}, example.meta)
         constraint = self.constraint(example)
-        [resp] = yield [Request.chat(self.task.messages(example), self.params(), constraint=constraint,
+        [resp] = yield [Request.chat(self.messages(example, int(template or 0)), self.params(), constraint=constraint,
                                     purpose="answer", example_id=example.id)]
         how = None
-        if constraint is not None and self.task.subtask in RANKED_SUBTASKS:  # type: ignore[attr-defined]
+        if constraint is not None and self.task.subtask in RANKED_SUBTASKS:
             ranked, how = ranking_from_choices(resp.logprobs, resp.text, list(example.data["candidates"]))
             if ranked:  # read as the python list the prompt asks for: the top n_recommend candidate ids
                 top = ranked[: int(self.task.cfg.n_recommend)]
@@ -104,7 +169,7 @@ class ZeroShot(Method):
             else:  # an unenforced constraint (openai backend): the free-text answer is parsed as usual
                 how = "free_text"
         elif constraint is not None:  # a chosen answer ("4 stars") is read as the value it stands for ("4")
-            value = ANSWER_CHOICES[self.task.subtask].get(resp.text.strip())  # type: ignore[attr-defined]
+            value = ANSWER_CHOICES[self.task.subtask].get(resp.text.strip())
             if value is not None:
                 resp = dataclasses.replace(resp, text=value)
         outcome = self.task.parse(resp, example)
@@ -117,9 +182,8 @@ class ZeroShot(Method):
 
 
 # ---- rating baselines ---------------------------------------------------------------------------
-class _RatingBaseline(Method):
+class _RatingBaseline(ReferenceMethod[ReviewTaskView]):
     settings_rules = settings.RATING_BASELINE
-    needs_backend = False
 
     def prepare(self, examples: list[Example]) -> None:
         """Fit means on the training reviews (everything but each user's held-out review)."""
@@ -128,15 +192,14 @@ class _RatingBaseline(Method):
         self.user_means = train.groupby("user_id")["rating"].mean().to_dict()
         self.item_means = train.groupby("item_id")["rating"].mean().to_dict()
 
-    def predict(self, example: Example) -> tuple[float, str]:
+    def estimate(self, example: Example) -> tuple[float, str]:
         """(rating, source of the estimate)."""
         raise NotImplementedError
 
-    def run(self, example: Example) -> MethodGen:
-        """Predict without a model."""
-        pred, source = self.predict(example)
+    def predict(self, example: Example) -> Outcome:
+        """The estimate, with its source in the details."""
+        pred, source = self.estimate(example)
         return Outcome(pred, "ok", {"source": source})
-        yield []  # noqa: unreachable - makes this a generator
 
 
 class GlobalMean(_RatingBaseline):
@@ -144,7 +207,7 @@ class GlobalMean(_RatingBaseline):
 
     name = "global_mean"
 
-    def predict(self, example: Example) -> tuple[float, str]:
+    def estimate(self, example: Example) -> tuple[float, str]:
         """The global mean."""
         return self.global_mean, "global"
 
@@ -154,7 +217,7 @@ class UserMean(_RatingBaseline):
 
     name = "user_mean"
 
-    def predict(self, example: Example) -> tuple[float, str]:
+    def estimate(self, example: Example) -> tuple[float, str]:
         """User mean, else global."""
         u = self.user_means.get(example.data["user_id"])
         return (u, "user") if u is not None else (self.global_mean, "global_fallback")
@@ -165,7 +228,7 @@ class ItemMean(_RatingBaseline):
 
     name = "item_mean"
 
-    def predict(self, example: Example) -> tuple[float, str]:
+    def estimate(self, example: Example) -> tuple[float, str]:
         """Item mean, else global."""
         i = self.item_means.get(example.data["item_id"])
         return (i, "item") if i is not None else (self.global_mean, "global_fallback")
@@ -179,29 +242,26 @@ class RandomRating(_RatingBaseline):
     def prepare(self, examples: list[Example]) -> None:
         """Nothing to fit."""
 
-    def predict(self, example: Example) -> tuple[float, str]:
+    def estimate(self, example: Example) -> tuple[float, str]:
         """Random 1-5."""
         rng = np.random.default_rng(_seed_for(_run_seed(self), example.id))
         return float(rng.integers(1, 6)), "random"
 
 
-class Lead(Method):
+class Lead(ReferenceMethod[TaskView]):
     """Extractive summary baseline: the first `words` words of the review text."""
 
     name = "lead"
-    needs_backend = False
     settings_rules = settings.LEAD
 
-    def run(self, example: Example) -> MethodGen:
+    def predict(self, example: Example) -> Outcome:
         """First words of the review."""
         words = re.sub(r"\s+", " ", example.data["review_text"]).strip().split(" ")
         return Outcome(" ".join(words[: int(self.cfg.words)]), "ok")
-        yield []  # noqa: unreachable
 
 
 # ---- ranking baselines (fit on every user's items except the held-out one) ---------------------
-class _RankBaseline(Method):
-    needs_backend = False
+class _RankBaseline(ReferenceMethod[RankTaskView]):
     settings_rules = settings.RANK_BASELINE
 
     def prepare(self, examples: list[Example]) -> None:
@@ -243,10 +303,9 @@ class _RankBaseline(Method):
         """Scores (batch x candidates)."""
         raise NotImplementedError
 
-    def run(self, example: Example) -> MethodGen:
+    def predict(self, example: Example) -> Outcome:
         """The precomputed top-n candidates."""
         return Outcome(self.ranked[example.id], "ok")
-        yield []  # noqa: unreachable
 
 
 class Popularity(_RankBaseline):

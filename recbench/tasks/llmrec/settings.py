@@ -1,4 +1,4 @@
-"""The valid values of the LLMRec task and method keys (conf/task/llmrec_*.yaml, conf/method/*.yaml), checked by
+"""The valid values of the LLMRec task and method keys (conf/task/llmrec_*.yaml, conf/method/llmrec/*.yaml), checked by
 recbench.run.construct.build_task before anything is loaded or written: each violation is one line naming the key."""
 from __future__ import annotations
 

@@ -7,13 +7,13 @@ import json
 import re
 import string
 from collections import Counter
-from typing import Any, Callable, Generator, Optional, Sequence
+from typing import Any, Callable, Generator, Optional, Protocol, Sequence
 
 import numpy as np
 
 from recbench.api.parsing import Parsed, parse_choice, parse_json, parse_number
 from recbench.api.prompts import get_template, render
-from recbench.api.task import Method
+from recbench.api.task import Method, ReferenceMethod, TaskView
 from recbench.tasks.perrec import settings
 from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request, Response
 
@@ -55,7 +55,21 @@ def _permutation(seed: int, example_id: str, order: int, n: int) -> tuple[int, .
     return tuple(int(i) for i in rng.permutation(n))
 
 
-class PerRecMethod(Method):
+class PerRecTaskView(TaskView, Protocol):
+    """What PerRecBench's prompted methods need of their task (recbench.tasks.perrec.task.PerRecTask provides it)."""
+
+    @property
+    def released(self) -> bool:
+        """True when the data is the official released JSON files."""
+
+    def heldout(self) -> list[Example]:
+        """Held-out groups for few-shot demonstrations ([] when the data has none)."""
+
+    def profile_table(self) -> dict[str, str]:
+        """Profiles by 'user' or 'user@query_item' (task.profile_file or the released profiles)."""
+
+
+class PerRecMethod(Method[PerRecTaskView]):
     """Shared pieces: sampling, system prompt, optional profiles, and the prompting variants (method config):
     `cot` (chain-of-thought templates; the answer follows "Answer:"), `shots` (few-shot from held-out groups,
     seeded), `samples` + `temperature` (self-consistency: n samples aggregated), `template` (a template file),
@@ -66,49 +80,61 @@ class PerRecMethod(Method):
 
     base_template: str = ""
     settings_rules = settings.PROMPTED  # valid values of the method keys, checked before anything is loaded
+    conf_defaults = True  # every key is read (conf/method/perrec/<name>.yaml): a hand-built config gets the rest there
     _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
 
     # ---- variants (read once) -------------------------------------------------------------------
     @functools.cached_property
     def cot(self) -> bool:
         """Chain-of-thought prompting on."""
-        return bool(self.cfg.get("cot", False))
+        return bool(self.cfg.cot)
 
     @functools.cached_property
     def n_samples(self) -> int:
         """Self-consistency sample count (1 = off)."""
-        return max(1, int(self.cfg.get("samples", 1) or 1))
+        return int(self.cfg.samples)
 
     @functools.cached_property
     def n_shots(self) -> int:
         """Few-shot demonstrations per prompt (0 = zero-shot)."""
-        return int(self.cfg.get("shots", 0) or 0)
+        return int(self.cfg.shots)
 
     @functools.cached_property
     def _template_name(self) -> str:
-        return self.cfg.get("template") or f"{self.base_template}{'_cot' if self.cot else ''}.j2"
+        return self.cfg.template or f"{self.base_template}{'_cot' if self.cot else ''}.j2"
 
     @functools.cached_property
     def _opts(self) -> dict[str, Any]:
         """The method and task settings the hot path needs, read once."""
-        t = self.cfg.get("temperature")
+        t = self.cfg.temperature
         tcfg = self.task.cfg
-        return {"temperature": None if t is None else float(t), "max_tokens": self.cfg.get("max_tokens"),
-                "constrained": bool(self.cfg.get("constrained", False)) and not self.cot,
-                "adapter": self.cfg.get("adapter"), "system": render(PKG, "system.j2"),
-                "profile": bool(tcfg.profile), "profile_file": tcfg.get("profile_file"),
-                "released": bool(getattr(self.task, "released", False))}
+        return {"temperature": None if t is None else float(t), "max_tokens": self.cfg.max_tokens,
+                "constrained": bool(self.cfg.constrained) and not self.cot,
+                "adapter": self.cfg.adapter, "system": render(PKG, "system.j2"),
+                "profile": bool(tcfg.profile), "profile_file": tcfg.profile_file,
+                "released": bool(self.task.released)}
 
     def template(self) -> str:
         """The configured template file, else <method>.j2 or <method>_cot.j2."""
         return self._template_name
 
-    def render_prompt(self, _fast: tuple[str, ...] = (), **variables: Any) -> str:
+    def template_files(self) -> list[str]:
+        """The template and its shipped paraphrases (<stem>_t1.j2, ...): audit.templates=K asks with the first K."""
+        from recbench.audits.templates import variant_files
+
+        return variant_files(PKG, self._template_name)
+
+    def render_prompt(self, _fast: tuple[str, ...] = (), _variant: int = 0, **variables: Any) -> str:
         """The method's prompt template rendered with the given variables. `_fast` names string variables the
         packaged template only prints: the template is then rendered once per method with placeholders for them
         and filled in by string replacement (checked against a real render on first use; any mismatch, a custom
-        template or a placeholder-like value falls back to rendering)."""
-        skel = self._skeleton if _fast and not self.cfg.get("template") else None
+        template or a placeholder-like value falls back to rendering). `_variant` k > 0: the template audit's k-th
+        paraphrase (<stem>_tk.j2), always rendered."""
+        if _variant:
+            from recbench.audits.templates import variant_name
+
+            return render(PKG, variant_name(self._template_name, _variant), **variables)
+        skel = self._skeleton if _fast and not self.cfg.template else None
         if skel is not None and not any("\x00" in variables[k] for k in _fast):
             if not skel:  # first use: build, then check against a real render
                 slots = {k: f"\x00{k}\x00" for k in _fast}
@@ -156,7 +182,7 @@ class PerRecMethod(Method):
         """n held-out groups drawn with a seed (per example), for few-shot demonstrations."""
         if not self.n_shots:
             return []
-        pool = self.task.heldout()  # type: ignore[attr-defined]
+        pool = self.task.heldout()
         if not pool:
             raise ValueError("few-shot prompting needs held-out groups: set task.heldout_file (recbench format) "
                              "or provide held_out-*.json (released format)")
@@ -189,7 +215,7 @@ class PerRecMethod(Method):
 
     def profile_text(self, user: dict[str, Any], example: Example) -> Optional[str]:
         """A profile from task.profile_file (written by another model, or the released userid2profile.json)."""
-        table = self.task.profile_table()  # type: ignore[attr-defined]
+        table = self.task.profile_table()
         return table.get(f"{user['user_id']}@{example.data['query_item']}") or table.get(user["user_id"])
 
     def profiles(self, users: list[dict[str, Any]], example: Optional[Example] = None
@@ -239,28 +265,29 @@ class Pointwise(PerRecMethod):
     single_round = True  # one round of requests whatever the answers
     base_template = "pointwise"
 
-    def prompt(self, example: Example, user: dict[str, Any], profile: Optional[str]) -> str:
-        """The pointwise prompt for one user."""
+    def prompt(self, example: Example, user: dict[str, Any], profile: Optional[str], template: int = 0) -> str:
+        """The pointwise prompt for one user (`template` k > 0: the k-th paraphrase)."""
         q = example.data["query_title"]
-        return self.render_prompt(("query_title", "block"), label="User", user=user, profile=profile, query_title=q,
-                                  block=self.user_block(user, "User", profile, q))
+        return self.render_prompt(("query_title", "block"), template, label="User", user=user, profile=profile,
+                                  query_title=q, block=self.user_block(user, "User", profile, q))
 
     def parse_rating(self, text: str) -> Parsed:
         """A constrained choice ("4 stars") as its rating (ok), else the first number of the answer, clamped to 1-5."""
         choice = RATING_CHOICES.get(text.strip())
         return Parsed(choice, "ok") if choice is not None else parse_number(self.answer_part(text), lo=1, hi=5)
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, template: Optional[int] = None) -> MethodGen:
+        t = int(template or 0)  # the template audit's paraphrase (0 = the method's template)
         users = example.data["users"]
         profiles = yield from self.profiles(users, example)
         rng = np.random.default_rng([self.seed, 3, *example.id.encode()])
         shots = []
         for sx in self.shot_examples(example):
             su = sx.data["users"][int(rng.integers(len(sx.data["users"])))]
-            shots.append((self.prompt(sx, su, self.profile_text(su, sx) if self._opts["profile"] and self._opts["profile_file"] else None),
+            shots.append((self.prompt(sx, su, self.profile_text(su, sx) if self._opts["profile"] and self._opts["profile_file"] else None, t),
                           self.shot_answer(f"{su['rating']:g}")))
-        reqs = [r for u in users for r in self._samples(self.prompt(example, u, profiles.get(u["user_id"])), self.cfg.max_tokens,
-                                                          RATING_CONSTRAINT, shots)]
+        reqs = [r for u in users for r in self._samples(self.prompt(example, u, profiles.get(u["user_id"]), t),
+                                                          self.cfg.max_tokens, RATING_CONSTRAINT, shots)]
         resps = yield reqs
         n = self.n_samples
         preds, statuses, notes = {}, [], []
@@ -309,14 +336,16 @@ class Pairwise(PerRecMethod):
     name = "pairwise"
     base_template = "pairwise"
 
-    def prompt(self, query_title: str, a: dict, b: dict, profile_a: Optional[str], profile_b: Optional[str]) -> str:
-        """The pairwise prompt for users a ([User A]) and b ([User B])."""
-        return self.render_prompt(("query_title", "block_a", "block_b"), query_title=query_title, user_a=a, user_b=b,
+    def prompt(self, query_title: str, a: dict, b: dict, profile_a: Optional[str], profile_b: Optional[str],
+               template: int = 0) -> str:
+        """The pairwise prompt for users a ([User A]) and b ([User B]) (`template` k > 0: the k-th paraphrase)."""
+        return self.render_prompt(("query_title", "block_a", "block_b"), template, query_title=query_title,
+                                  user_a=a, user_b=b,
                                   profile_a=profile_a, profile_b=profile_b,
                                   block_a=self.user_block(a, PAIR_CHOICES[0], profile_a, query_title),
                                   block_b=self.user_block(b, PAIR_CHOICES[1], profile_b, query_title))
 
-    def demonstrations(self, example: Example) -> list[tuple[str, str]]:
+    def demonstrations(self, example: Example, template: int = 0) -> list[tuple[str, str]]:
         """Few-shot pairs from held-out groups: two random members and the gold choice."""
         rng = np.random.default_rng([self.seed, 3, *example.id.encode()])
         shots = []
@@ -324,14 +353,15 @@ class Pairwise(PerRecMethod):
             i, j = rng.choice(len(sx.data["users"]), size=2, replace=False)
             a, b = sx.data["users"][int(i)], sx.data["users"][int(j)]
             gold = PAIR_CHOICES[0] if a["relative_rating"] > b["relative_rating"] else PAIR_CHOICES[1]
-            shots.append((self.prompt(sx.data["query_title"], a, b, None, None), self.shot_answer(gold)))
+            shots.append((self.prompt(sx.data["query_title"], a, b, None, None, template), self.shot_answer(gold)))
         return shots
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, template: Optional[int] = None) -> MethodGen:
+        t = int(template or 0)  # the template audit's paraphrase (0 = the method's template)
         users = presentation_order(example, self.seed)
         profiles = yield from self.profiles(users, example)
         q = example.data["query_title"]
-        shots = self.demonstrations(example)
+        shots = self.demonstrations(example, t)
         stats = {"comparisons": 0, "consistent": 0, "inconsistent": 0, "unparsed_answers": 0}
         order_pairs: list[list[bool]] = []  # per comparison with both answers read: did the first-shown user win, in order AB and BA
         statuses: list[str] = []
@@ -342,7 +372,7 @@ class Pairwise(PerRecMethod):
         def pair_prompt(a: dict, b: dict) -> str:
             key = (a["user_id"], b["user_id"])
             if key not in prompts_by_pair:
-                prompts_by_pair[key] = self.prompt(q, a, b, profiles.get(a["user_id"]), profiles.get(b["user_id"]))
+                prompts_by_pair[key] = self.prompt(q, a, b, profiles.get(a["user_id"]), profiles.get(b["user_id"]), t)
             return prompts_by_pair[key]
 
         def greater(u: dict, v: dict) -> Generator[list[Request], list[Response], bool]:
@@ -421,34 +451,37 @@ class Listwise(PerRecMethod):
     base_template = "listwise"
     order_auditable = True  # audit.orders=K re-asks with K display orders (recbench.audits.order)
 
-    def prompt(self, example: Example, users: list[dict], profiles: dict[str, str]) -> tuple[str, list[str]]:
-        """The listwise prompt over users in the given order, and their labels."""
+    def prompt(self, example: Example, users: list[dict], profiles: dict[str, str],
+               template: int = 0) -> tuple[str, list[str]]:
+        """The listwise prompt over users in the given order, and their labels (`template` k > 0: the k-th
+        paraphrase)."""
         labels = LABELS[: len(users)]
         q = example.data["query_title"]
         shown = [{"label": lab, "user": u, "profile": (p := profiles.get(u["user_id"])),
                   "block": self.user_block(u, lab, p, q)} for lab, u in zip(labels, users)]
-        return self.render_prompt(users=shown, query_title=q), labels
+        return self.render_prompt(_variant=template, users=shown, query_title=q), labels
 
-    def demonstrations(self, example: Example) -> list[tuple[str, str]]:
+    def demonstrations(self, example: Example, template: int = 0) -> list[tuple[str, str]]:
         """Few-shot held-out groups (seeded presentation order) with their gold JSON ranking."""
         shots = []
         for sx in self.shot_examples(example):
             su = presentation_order(sx, self.seed)
-            prompt, labels = self.prompt(sx, su, {})
+            prompt, labels = self.prompt(sx, su, {}, template)
             by_id = {u["user_id"]: lab for u, lab in zip(su, labels)}
             gold = [by_id[u["user_id"]] for u in sorted(su, key=lambda u: -u["relative_rating"])]
             shots.append((prompt, self.shot_answer(json.dumps({"ranking": gold}))))
         return shots
 
-    def run(self, example: Example, order: Optional[int] = None) -> MethodGen:
-        order_k = order
+    def run(self, example: Example, order: Optional[int] = None, template: Optional[int] = None) -> MethodGen:
+        order_k, t = order, int(template or 0)  # t: the template audit's paraphrase (0 = the method's template)
         users = presentation_order(example, self.seed, order_k or 0)
         profiles = yield from self.profiles(users, example)
-        prompt, labels = self.prompt(example, users, profiles)
+        prompt, labels = self.prompt(example, users, profiles, t)
         schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"enum": labels},
                                                                "minItems": len(labels), "maxItems": len(labels)}},
                   "required": ["ranking"]}
-        resps = yield self._samples(prompt, self.cfg.max_tokens, Constraint.json_schema(schema), self.demonstrations(example))
+        resps = yield self._samples(prompt, self.cfg.max_tokens, Constraint.json_schema(schema),
+                                    self.demonstrations(example, t))
         parsed_all = [parse_ranking(self.answer_part(r.text), labels) for r in resps]
         if len(parsed_all) == 1:
             parsed = parsed_all[0]
@@ -465,28 +498,28 @@ class Listwise(PerRecMethod):
                        parse_status=parsed.status, details=details)
 
 
-class RandomOrder(Method):
+class RandomOrder(ReferenceMethod[TaskView]):
     """Reference row: a seeded random ranking (expected PTC 0); method.seed, or the run seed when null."""
 
     name = "random"
-    needs_backend = False
     settings_rules = settings.RANDOM
+    conf_defaults = True  # a hand-built {"name": "random"} gets seed: null from conf/method/perrec/random.yaml
 
-    def run(self, example: Example) -> MethodGen:
-        seed = self.cfg.get("seed")
+    def predict(self, example: Example) -> Outcome:
+        """The group's users in a seeded random order."""
+        seed = self.cfg.seed
         rng = np.random.default_rng([self.seed if seed is None else int(seed), 1, *example.id.encode()])
         users = example.data["users"]
         return Outcome(prediction={"order": [users[i]["user_id"] for i in rng.permutation(len(users))]})
-        yield  # pragma: no cover - makes this a generator
 
 
-class BM25History(Method):
+class BM25History(ReferenceMethod[TaskView]):
     """Reference row without an LLM: the user's relative ratings of the BM25-retrieved history items predict the preference."""
 
     name = "bm25_history"
-    needs_backend = False
 
-    def run(self, example: Example) -> MethodGen:
+    def predict(self, example: Example) -> Outcome:
+        """Users by the mean relative rating of their BM25-retrieved history items, highest first."""
         users = example.data["users"]
 
         def score(u: dict) -> float:
@@ -496,18 +529,17 @@ class BM25History(Method):
         scores = {u["user_id"]: score(u) for u in users}
         order = [u["user_id"] for u in sorted(users, key=lambda u: -scores[u["user_id"]])]
         return Outcome(prediction={"order": order, "scores": scores})
-        yield  # pragma: no cover - makes this a generator
 
 
-class AverageRating(Method):
+class AverageRating(ReferenceMethod[TaskView]):
     """Rating reference row without a model: predict one average for every user, either the user's own average
     (`source="user"`: the rank order is then a seeded tie-break) or the query item's average rating by users
     outside the group (`source="item"`)."""
 
-    needs_backend = False
     source: str = "user"  # "user" | "item"
 
-    def run(self, example: Example) -> MethodGen:
+    def predict(self, example: Example) -> Outcome:
+        """One average rating for every user; users by predicted minus own average rating (seeded tie order)."""
         users = presentation_order(example, self.seed)
         if self.source == "user":
             preds = {u["user_id"]: float(u["avg_rating"]) for u in users}
@@ -516,7 +548,6 @@ class AverageRating(Method):
             preds = {u["user_id"]: item_avg for u in users}
         order = [u["user_id"] for u in sorted(users, key=lambda u: -(preds[u["user_id"]] - u["avg_rating"]))]
         return Outcome(prediction={"order": order, "ratings": preds})
-        yield  # pragma: no cover - makes this a generator
 
 
 class UserAverage(AverageRating):

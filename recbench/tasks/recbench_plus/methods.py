@@ -1,22 +1,37 @@
 """RecBench+ methods: the assistant prompt (with or without the user's history; fixed-K or open list)."""
 from __future__ import annotations
 
+from typing import Any, Optional, Protocol
+
 from recbench.api.parsing import parse_list
 from recbench.api.prompts import render
 from recbench.api.errors import ConfigError
-from recbench.api.task import Method
+from recbench.api.task import Method, TaskView
 from recbench.tasks.recbench_plus import settings
 from recbench.api.types import Example, MethodGen, Outcome, Request, SamplingParams
 
 PKG = "recbench.tasks.recbench_plus"
 
 
-class AssistantMethod(Method):
+class RecBenchPlusTaskView(TaskView, Protocol):
+    """What RecBench+'s methods need of their task (recbench.tasks.recbench_plus.task.RecBenchPlusTask provides it)."""
+
+    kg: Optional[Any]  # the item catalogue (a recbench.kg.graph.KnowledgeGraph), None without one
+    histories: dict[str, list[str]]  # user -> item ids, oldest first
+
+    def has_histories(self) -> bool:
+        """True when user histories are known."""
+
+    def history_titles(self, example: Example, n: int, exclude_ground_truth: bool = True) -> list[str]:
+        """The source user's last n history titles."""
+
+
+class AssistantMethod(Method[RecBenchPlusTaskView]):
     """One chat request: system prompt + query (+ history); the raw answer is the prediction, scored as released."""
 
     name = "assistant"
     single_round = True  # one round of requests whatever the answers
-    conf_defaults = True  # a hand-built {"name": "assistant"} gets conf/method/assistant.yaml's keys
+    conf_defaults = True  # a hand-built {"name": "assistant"} gets conf/method/recbench_plus/assistant.yaml's keys
     settings_rules = settings.ASSISTANT  # valid values of the method keys, checked before anything is loaded
 
     def request_sampling(self) -> SamplingParams:
@@ -26,8 +41,15 @@ class AssistantMethod(Method):
             return self.sampling(max_tokens)
         return SamplingParams(max_tokens=max_tokens)
 
-    def messages(self, example: Example) -> list[dict[str, str]]:
-        """System + user messages of one query (templates system.j2 / assistant.j2 unless configured)."""
+    def template_files(self) -> list[str]:
+        """The user template and its shipped paraphrases (<stem>_t1.j2, ...): audit.templates=K asks with the first K."""
+        from recbench.audits.templates import variant_files
+
+        return variant_files(PKG, self.cfg.template)
+
+    def messages(self, example: Example, template: int = 0) -> list[dict[str, str]]:
+        """System + user messages of one query (templates system.j2 / assistant.j2 unless configured; `template` k > 0:
+        the user template's k-th paraphrase, the system prompt unchanged)."""
         noun = example.meta.get("domain", "movie")
         history: list[str] = []
         if self.cfg.with_history:
@@ -35,15 +57,21 @@ class AssistantMethod(Method):
                                                exclude_ground_truth=bool(self.cfg.exclude_ground_truth))
         k = int(self.cfg.k or 0)
         system = render(PKG, self.cfg.system_template, noun=noun)
-        user = render(PKG, self.cfg.template, noun=noun, query=example.data["query"],
+        name = self.cfg.template
+        if template:
+            from recbench.audits.templates import variant_name
+
+            name = variant_name(name, template)
+        user = render(PKG, name, noun=noun, query=example.data["query"],
                       history=history, k=k)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    def run(self, example: Example) -> MethodGen:
-        """Ask once; parse [SEP] titles (status ok), or a line/JSON list (repaired); keep the raw answer."""
+    def run(self, example: Example, template: Optional[int] = None) -> MethodGen:
+        """Ask once; parse [SEP] titles (status ok), or a line/JSON list (repaired); keep the raw answer (`template`
+        k > 0: the template audit's k-th paraphrase)."""
         if self.cfg.with_history and not self.task.has_histories():
             raise ConfigError(f"method '{self.cfg.name}' needs user histories, but task data '{self.task.cfg.data.kind}' has none")
-        req = Request.chat(self.messages(example), self.request_sampling(), example_id=example.id,
+        req = Request.chat(self.messages(example, int(template or 0)), self.request_sampling(), example_id=example.id,
                            adapter=self.cfg.adapter)  # a LoRA per request (vllm: enable_lora); hf: model.backend.adapter
         (resp,) = yield [req]
         text = resp.text

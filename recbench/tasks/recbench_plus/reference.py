@@ -9,10 +9,11 @@ from collections import Counter
 from typing import Any, Iterable, Optional
 
 from recbench.api.errors import ConfigError
-from recbench.api.task import Method
+from recbench.api.task import ReferenceMethod
 from recbench.tasks.recbench_plus import settings
+from recbench.tasks.recbench_plus.methods import RecBenchPlusTaskView
 from recbench.tasks.recbench_plus.metrics import SEP
-from recbench.api.types import Example, MethodGen, Outcome
+from recbench.api.types import Example, Outcome
 
 _WORD = re.compile(r"[^\W_]+")
 #: entity names and titles shorter than this are not looked for in the query text (too many accidental hits)
@@ -56,12 +57,11 @@ class PhraseIndex:
         return list(out)
 
 
-class _Reference(Method):
+class _Reference(ReferenceMethod[RecBenchPlusTaskView]):
     """A model-free answer: `n` catalogue titles, best first, joined by [SEP] (items the query names left out)."""
 
-    needs_backend = False
     single_round = True
-    conf_defaults = True  # a hand-built {"name": ...} gets conf/method/<name>.yaml's keys
+    conf_defaults = True  # a hand-built {"name": ...} gets conf/method/recbench_plus/<name>.yaml's keys
     settings_rules = settings.REFERENCE  # valid values of the method keys, checked before anything is loaded
 
     def prepare(self, examples: list[Example]) -> None:
@@ -78,14 +78,13 @@ class _Reference(Method):
         """Catalogue item ids, best first."""
         raise NotImplementedError
 
-    def run(self, example: Example) -> MethodGen:
+    def predict(self, example: Example) -> Outcome:
         """Rank the catalogue, drop the items the query names, answer with the top n titles."""
         named = set(self._titles_index.find(str(example.data["query"])))
         top = [i for i in self.ranked(example) if i not in named][: int(self.cfg.n)]
         titles = [self.titles[i] for i in top]
         return Outcome(prediction=f" {SEP} ".join(titles), parse_status="ok",
                        details={"titles": titles, "k": 0, "item_ids": top, "named_in_query": sorted(named)})
-        yield  # noqa: unreachable - makes this a generator
 
 
 class PopularMatch(_Reference):

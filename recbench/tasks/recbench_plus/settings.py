@@ -1,6 +1,6 @@
-"""The valid values of the RecBench+ task and method keys (conf/task/recbench_plus*.yaml, conf/method/assistant*.yaml),
-checked by recbench.run.construct.build_task before anything is loaded or written: each violation is one line naming the
-key."""
+"""The valid values of the RecBench+ task and method keys (conf/task/recbench_plus*.yaml,
+conf/method/recbench_plus/*.yaml), checked by recbench.run.construct.build_task before anything is loaded or written:
+each violation is one line naming the key."""
 from __future__ import annotations
 
 from recbench.api.config import flag, list_of, number, one_of, text, whole

@@ -35,7 +35,7 @@ def trainer_kwargs(cfg: DictConfig, out: Path) -> dict[str, Any]:
                 logging_steps=1, save_strategy="no", report_to=[], seed=int(cfg.seed), data_seed=int(cfg.seed),
                 use_cpu=bool(cfg.use_cpu), bf16=bool(cfg.bf16), disable_tqdm=False, dataloader_num_workers=0,
                 # trl turns this on by default; off, a LoRA on the top layers back-propagates through those layers only
-                gradient_checkpointing=bool(cfg.get("gradient_checkpointing", True)))
+                gradient_checkpointing=bool(cfg.gradient_checkpointing))
 
 
 def ids_digest(examples: Sequence[Example]) -> str:

@@ -100,11 +100,11 @@ class HeldoutRecBenchPlusTask(RecBenchPlusTask):
 
     def load(self) -> list[Example]:
         """The configured part; `train` draws from a build with task.split.pool overrides (e.g. more queries)."""
-        sp = self.cfg.get("split") or {}
-        part = str(sp.get("part", "heldout"))
+        sp = self.cfg.split
+        part = str(sp.part)
         if part not in PARTS:
             raise ConfigError(f"task.split.part '{part}' is not valid; valid: {', '.join(PARTS)}")
-        fraction, seed = float(sp.get("fraction", 0.5)), int(sp.get("seed", 0))
+        fraction, seed = float(sp.fraction), int(sp.seed)
         base = _eval_cfg(self.cfg)
         eval_task = RecBenchPlusTask(base)
         evaluated = eval_task.load()
