@@ -2,9 +2,19 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Optional
+import inspect
+from typing import Any, Callable, Mapping, Optional
 
 from recbench.api.types import Request, Response
+
+
+def constructor_args(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments `cls(**config)` runs with: config's values, the constructor's own defaults for the keys it
+    leaves out (keys the constructor does not take are dropped), so code that reads a backend config without building
+    the backend (static_identity) never restates a default."""
+    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
+    return {n: config.get(n, p.default) for n, p in params.items()
+            if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 class BackendUnavailable(RuntimeError):

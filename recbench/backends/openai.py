@@ -1,24 +1,34 @@
-"""OpenAI-compatible backend (vLLM serve, llama.cpp server, hosted APIs): a window of requests in flight, retries.
+"""OpenAI-compatible backend (vLLM serve, llama.cpp server, hosted APIs): a window of requests in flight, retries,
+one server or several of the same model (each request to the one with the fewest in flight; failing ones drained).
 
 The HTTP client is a plain keep-alive pool (`recbench.backends.transport`: aiohttp, else httpx); the `openai`
 SDK is not used, because its per-request CPU cost was several times the latency of a local server
 (benchmarks/bench_openai_client.py measures both).
+
+Long because the request window, retry and backoff policy, the server-down rule (per server), routing between
+servers, constraint dialects (vLLM, OpenAI) and redaction of secrets share one event loop's state; each is small, but
+they are one protocol.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
 import dataclasses
+import functools
 import json
 import logging
 import os
 import random
+import re
 import threading
 import time
+import urllib.request
 from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
+from recbench.api.config import OpenAIBackendConf as Conf
 from recbench.backends.quirks import apply_quirks, check_quirks
 from recbench.backends.base import Backend, BackendUnavailable, empty_answer
 from recbench.backends.retry import RetryPolicy, parse_retry_after, retryable_status
@@ -77,33 +87,90 @@ class _Failure(Exception):
         self.connection = connection  # no HTTP answer at all (refused, reset, dropped): judged by the down rule
 
 
+#: a comma that starts another URL (scheme://): where a comma-separated base_url is split (a comma inside one URL's
+#: query stays)
+_NEXT_URL = re.compile(r"\s*,\s*(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def split_base_urls(base_url: Any = None) -> list[str]:
+    """The endpoints model.backend.base_url names: a list, or one string of comma-separated URLs (the environment
+    override); None = $OPENAI_BASE_URL, else the hosted OpenAI API. ValueError naming the key for an empty list or a
+    URL given twice."""
+    if base_url is None or (isinstance(base_url, str) and not base_url.strip()):
+        base_url = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    items = [base_url] if isinstance(base_url, str) else list(base_url)
+    urls = [u.rstrip("/") for item in items for u in _NEXT_URL.split(str(item).strip()) if u.strip()]
+    if not urls:
+        raise ValueError("model.backend.base_url is an empty list: give one URL or several, e.g. "
+                         "[http://node1:8000/v1,http://node2:8000/v1]")
+    twice = sorted({redact_url(u) for u in urls if urls.count(u) > 1})
+    if twice:
+        raise ValueError(f"model.backend.base_url names {', '.join(twice)} more than once: list each server once")
+    return urls
+
+
+class _Endpoint:
+    """One server of the backend: where requests go, with which headers, and its health (the flaky-vs-down rule is
+    kept per endpoint)."""
+
+    def __init__(self, base_url: str, key: str):
+        self.base_url = base_url
+        u = _split_url(base_url)
+        auth = f"Bearer {key}"
+        if u.username is not None:  # http://user:password@host/v1: HTTP basic auth, as curl and browsers do
+            auth = "Basic " + base64.b64encode(f"{unquote(u.username)}:{unquote(u.password or '')}".encode()).decode()
+        # kept on the instance only: never logged, recorded, cached or put in identity(); scrubbed from error texts
+        self.secrets = [s for s in [key, unquote(u.password or ""), *(v for _, v in parse_qsl(u.query))]
+                        if s and s != "EMPTY" and len(s) >= 4]
+        self.headers = {"Authorization": auth, "Content-Type": "application/json", "Accept": "application/json"}
+        host = u.netloc.rsplit("@", 1)[-1]  # the request URL: path + /chat/completions, the query kept after it
+        self.url = urlunsplit((u.scheme, host, u.path.rstrip("/") + "/chat/completions", u.query, ""))
+        self.models_url = urlunsplit((u.scheme, host, u.path.rstrip("/") + "/models", u.query, ""))
+        self.public = redact_url(base_url)  # what messages and records show (user info, query masked)
+        self.client: Optional[Transport] = None
+        self.alive = False  # a connection or an HTTP answer was seen since the last connection failure
+        self.pending = True  # no connection made or failed yet: its first attempt is on its way
+        self.probing = False  # one attempt is testing this server while it is not known to be up
+        self.consecutive = 0  # connection failures since the last HTTP answer
+        self.refused = 0  # 401/403/404 answers since the last other HTTP answer
+        self.errors_5xx = 0  # 5xx answers since the last 200: at max_consecutive_failures it is drained
+        self.down = False  # the down rule held at its last connection failure (cleared by any HTTP answer)
+        self.last_answer = time.monotonic()  # of the last HTTP answer (any status), or of the stream's start
+        self.last_error = ""
+        self.next_probe = 0.0  # a drained endpoint takes one request as a probe from this time on
+        self.failed_probes = 0  # probes in a row that found it still failing (doubles the wait to the next)
+        self.in_flight = 0
+        self.answered = 0
+
+
 class OpenAIBackend(Backend):
-    """Chat completions against any OpenAI-compatible `base_url`, `concurrency` requests in flight on one event loop."""
+    """Chat completions against any OpenAI-compatible `base_url` (one URL or a list of servers of the same model),
+    `concurrency` requests in flight on one event loop."""
 
     kind = "openai"
 
     def __init__(
         self,
         model: str,
-        base_url: Optional[str] = None,
-        api_key_env: Optional[str] = None,
-        name: Optional[str] = None,
-        revision: Optional[str] = None,
-        concurrency: int = 8,
-        timeout_s: float = 120.0,
-        max_retries: int = 4,
-        backoff_initial_s: float = 0.5,
-        backoff_max_s: float = 20.0,
-        backoff_jitter: float = 0.5,
-        max_retry_after_s: float = 60.0,
+        base_url: Any = Conf.base_url,
+        api_key_env: Optional[str] = Conf.api_key_env,
+        name: Optional[str] = Conf.name,
+        revision: Optional[str] = Conf.revision,
+        concurrency: int = Conf.concurrency,
+        timeout_s: float = Conf.timeout_s,
+        max_retries: int = Conf.max_retries,
+        backoff_initial_s: float = Conf.backoff_initial_s,
+        backoff_max_s: float = Conf.backoff_max_s,
+        backoff_jitter: float = Conf.backoff_jitter,
+        max_retry_after_s: float = Conf.max_retry_after_s,
         constraints: str = "vllm",
         extra_body: Optional[dict[str, Any]] = None,
-        batch_size: Optional[int] = None,
-        seed_param: bool = True,
-        max_consecutive_failures: int = 5,
-        down_after_s: float = 3.0,
+        batch_size: Optional[int] = Conf.batch_size,
+        seed_param: bool = Conf.seed_param,
+        max_consecutive_failures: int = Conf.max_consecutive_failures,
+        down_after_s: float = Conf.down_after_s,
         transport: str = "auto",
-        quirks: Optional[Sequence[str]] = None,
+        quirks: Optional[Sequence[str]] = Conf.quirks,  # type: ignore[assignment]
     ):
         self.quirks = check_quirks(quirks)
         if int(max_consecutive_failures) < 1:
@@ -113,26 +180,12 @@ class OpenAIBackend(Backend):
             raise ValueError(f"down_after_s must be > 0 seconds, got {down_after_s!r} (model.backend.down_after_s)")
         self.model = model
         self.name = name or model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self.base_urls = self.check_config(base_url=base_url, api_key_env=api_key_env, constraints=constraints)
+        self.base_url = ",".join(self.base_urls)
         self.api_key_env = api_key_env
-        if api_key_env:
-            key = os.environ.get(api_key_env)
-            if not key:
-                raise RuntimeError(f"openai backend: environment variable {api_key_env} (model.backend.api_key_env) "
-                                   f"is not set; export the API key for {self.base_url} there")
-        else:
-            key = "EMPTY"  # local servers (vLLM, llama.cpp) accept any key; never read from config files
-        u = self.check_config(base_url=self.base_url, api_key_env=api_key_env, constraints=constraints)
-        auth = f"Bearer {key}"
-        if u.username is not None:  # http://user:password@host/v1: HTTP basic auth, as curl and browsers do
-            auth = "Basic " + base64.b64encode(f"{unquote(u.username)}:{unquote(u.password or '')}".encode()).decode()
-        # kept on the instance only: never logged, recorded, cached or put in identity(); scrubbed from error texts
-        self._secrets = [s for s in [key, unquote(u.password or ""), *(v for _, v in parse_qsl(u.query))]
-                         if s and s != "EMPTY" and len(s) >= 4]
-        self._headers = {"Authorization": auth, "Content-Type": "application/json", "Accept": "application/json"}
-        host = u.netloc.rsplit("@", 1)[-1]  # the request URL: path + /chat/completions, the query kept after it
-        self._url = urlunsplit((u.scheme, host, u.path.rstrip("/") + "/chat/completions", u.query, ""))
-        self._public_url = redact_url(self.base_url)  # what messages and records show (user info, query masked)
+        self._endpoints = [_Endpoint(u, _api_key(api_key_env, u)) for u in self.base_urls]
+        self._secrets = [s for ep in self._endpoints for s in ep.secrets]
+        self._public_url = ",".join(ep.public for ep in self._endpoints)
         self.revision = revision
         self.concurrency = max(1, int(concurrency))
         self.timeout_s = float(timeout_s)
@@ -150,46 +203,63 @@ class OpenAIBackend(Backend):
         self._warned: set[str] = set()
         self._loop = asyncio.new_event_loop()  # runs only inside stream()/generate()/close(), in the caller's thread
         self._call_lock = threading.Lock()
-        self._client: Optional[Transport] = None
         self._cond: Optional[asyncio.Condition] = None
-        self._alive = False  # a connection or an HTTP answer was seen since the last connection failure
-        self._probing = False  # one attempt is testing a server that is not known to be up
-        self._consecutive = 0  # connection failures since the last HTTP answer
-        self._refused = 0  # 401/403 answers since the last other HTTP answer (max_consecutive_failures: stop)
-        self._last_answer = time.monotonic()  # of the last HTTP answer (any status), or of the stream's start
         self._dead: Optional[BackendUnavailable] = None
+        self._served: dict[str, list[str]] = {}  # endpoint -> the models its /v1/models listed (checked ones only)
+        self._models_asked = False
 
     @staticmethod
-    def check_config(base_url: Optional[str] = None, api_key_env: Optional[str] = None, constraints: str = "vllm",
-                     **_: Any):
-        """The config errors construction refuses (a base URL that is not http(s) with a host, user info together
-        with api_key_env, an unknown constraints mode), without building anything: ValueError naming the key.
-        Returns the split URL."""
+    def check_config(base_url: Any = None, api_key_env: Optional[str] = None, constraints: str = "vllm",
+                     **_: Any) -> list[str]:
+        """The config errors construction refuses (a base URL that is not http(s) with a host, an empty or repeating
+        list, user info together with api_key_env, an unknown constraints mode), without building anything:
+        ValueError naming the key. Returns the endpoints' URLs."""
         if constraints not in CONSTRAINT_MODES:
             raise ValueError(f"constraints must be one of {CONSTRAINT_MODES}, got {constraints!r}")
-        url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
-        u = _split_url(url)
-        if u.username is not None and api_key_env:
-            raise ValueError(f"{redact_url(url)} carries user info and model.backend.api_key_env is set too: give the "
-                             "credentials one way (the key in the environment variable)")
-        return u
+        urls = split_base_urls(base_url)
+        for url in urls:
+            if _split_url(url).username is not None and api_key_env:
+                raise ValueError(f"{redact_url(url)} carries user info and model.backend.api_key_env is set too: give "
+                                 "the credentials one way (the key in the environment variable)")
+        return urls
+
+    @staticmethod
+    def check_endpoints(base_url: Any = None, model: str = "", api_key_env: Optional[str] = None,
+                        down_after_s: float = Conf.down_after_s, **_: Any) -> dict[str, list[str]]:
+        """With two or more endpoints, ask each one's GET /models (in parallel, down_after_s each) and refuse, with
+        one ConfigError line naming the endpoint and both model names, one that does not list `model`. An endpoint
+        that does not answer, or has no /models, is not checked here (a down one is probed during the run).
+        Returns {endpoint (masked): served model ids} of those that answered."""
+        urls = split_base_urls(base_url)
+        if len(urls) < 2:
+            return {}
+        eps = [_Endpoint(u, os.environ.get(api_key_env or "", "") or "EMPTY") for u in urls]
+        return _check_served(eps, model, float(down_after_s))
 
     # ---- identity and records ---------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        """Kind, served model id, optional revision, server (scheme+host+path; plus port for self-run servers)."""
-        ident = {"kind": self.kind, "name": self.name, "model": self.model, "revision": self.revision,
-                 "server": server_identity(self.base_url)}
+        """Kind, name, served model id, optional revision; the server only for hosted APIs (scheme+host+path). A
+        self-run server's URL is not part of it: one server or several of the same model share cached answers."""
+        ident = {"kind": self.kind, "name": self.name, "model": self.model, "revision": self.revision}
+        hosted = sorted({server_identity(u) for u in self.base_urls if is_hosted(u)})
+        if hosted:  # a hosted API's model names are its own: its answers are kept apart from another's
+            ident["server"] = hosted[0] if len(hosted) == 1 else hosted
         if self.quirks:  # the server sees rewritten messages: keep their answers apart in the cache
             ident["quirks"] = list(self.quirks)
         return ident
 
     def effective_params(self) -> dict[str, Any]:
-        """Endpoint, concurrency, timeout, retry policy, constraint mode, extra body fields (never the key)."""
-        return {"base_url": self._public_url, "api_key_env": self.api_key_env, "concurrency": self.concurrency,
-                "timeout_s": self.timeout_s, "retry": dataclasses.asdict(self.policy),
-                "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size,
-                "max_consecutive_failures": self.max_consecutive_failures, "down_after_s": self.down_after_s,
-                "transport": self.transport}
+        """Endpoint(s), concurrency, timeout, retry policy, constraint mode, extra body fields (never the key)."""
+        urls = [ep.public for ep in self._endpoints]
+        out = {"base_url": urls[0] if len(urls) == 1 else urls, "api_key_env": self.api_key_env,
+               "concurrency": self.concurrency, "timeout_s": self.timeout_s, "retry": dataclasses.asdict(self.policy),
+               "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size,
+               "max_consecutive_failures": self.max_consecutive_failures, "down_after_s": self.down_after_s,
+               "transport": self.transport}
+        if len(urls) > 1:  # what each server listed at the start, and how many answers it gave
+            out["endpoints"] = [{"base_url": ep.public, "served": self._served.get(ep.public), "answers": ep.answered}
+                                for ep in self._endpoints]
+        return out
 
     # ---- generation -------------------------------------------------------------------------
     def generate(self, requests: list[Request]) -> list[Response]:
@@ -217,9 +287,11 @@ class OpenAIBackend(Backend):
         """Keep `concurrency` requests in flight, pulling new ones as answers arrive (no batch barrier).
 
         `on_response` runs in the calling thread as each answer arrives; if it raises, everything in flight
-        is cancelled and the exception propagates. Raises BackendUnavailable when the server is down: at least
-        `max_consecutive_failures` connection failures in a row and no HTTP answer for `down_after_s` seconds
-        (no request is sent after that; see `_send`).
+        is cancelled and the exception propagates. Each attempt goes to the endpoint with the fewest in flight among
+        those that are up. Raises BackendUnavailable when every endpoint is down: at least
+        `max_consecutive_failures` connection failures in a row and no HTTP answer for `down_after_s` seconds at
+        each (no request is sent after that; see `_send`); ConfigError (before any request) when an endpoint of
+        several does not serve the model.
         """
         if self._loop.is_closed():
             raise RuntimeError("openai backend: stream() after close()")
@@ -231,6 +303,9 @@ class OpenAIBackend(Backend):
             raise RuntimeError("openai backend: generate()/stream() called from inside on_response; "
                                "make the requests available to next_requests instead")
         with self._call_lock:
+            if len(self._endpoints) > 1 and not self._models_asked:  # every server of a list serves the model
+                self._served.update(_check_served(self._endpoints, self.model, self.down_after_s))
+                self._models_asked = True  # once: one down now is checked by its 404s if it serves another name
             if running is None:
                 self._run(next_requests, on_response)
             else:  # the caller's thread already runs an event loop (e.g. Jupyter): run ours beside it, wait
@@ -254,12 +329,18 @@ class OpenAIBackend(Backend):
 
     async def _stream(self, next_requests: Callable[[int], list[Request]],
                       on_response: Callable[[Request, Response], None]) -> None:
-        if self._client is None:
+        if self._cond is None:
             self._cond = asyncio.Condition()
-            self._client = make_transport(self.transport, self.concurrency, self.timeout_s, self._on_connect)
+        for ep in self._endpoints:
+            if ep.client is None:  # one keep-alive pool per server; its connect events mark that server up
+                ep.client = make_transport(self.transport, self.concurrency, self.timeout_s,
+                                           functools.partial(self._on_connect, ep))
         self._dead = None
-        self._consecutive = self._refused = 0
-        self._last_answer = time.monotonic()  # a new stream gives the server a fresh down_after_s
+        start = time.monotonic()
+        for ep in self._endpoints:  # a new stream gives every server a fresh down_after_s
+            ep.consecutive = ep.refused = 0
+            ep.down = False
+            ep.last_answer = start
         tasks: dict[asyncio.Future, Request] = {}
         finished: deque[asyncio.Future] = deque()  # in completion order; O(1) per request at any window size
         wake = asyncio.Event()
@@ -336,21 +417,32 @@ class OpenAIBackend(Backend):
         return {**kw, **body}  # extra fields go at the top level of the JSON body (the SDK's extra_body)
 
     async def _one(self, req: Request) -> Response:
-        """One request with its retries. A retryable failure uses one of its `max_retries` (a connection failure
-        waits at most down_after_s / 4), except a connection failure while the server looks down
-        (`max_consecutive_failures` in a row): then the request probes again every down_after_s / 4 without using
-        its budget until the server answers or `_send` declares it down, so a dead server stops the run (exit 2)
-        instead of abandoning examples one by one."""
+        """One request with its retries, each attempt at the endpoint `_acquire` picks. A retryable failure uses one
+        of its `max_retries` (a connection failure waits at most down_after_s / 4), except a connection failure at an
+        endpoint that looks down (`max_consecutive_failures` in a row), the request's first connection failure at an
+        endpoint while another is not known to be down, and any failure of a probe sent to a drained endpoint while
+        others were up: those go again at once
+        where a server is up, or, with none up, probe again every down_after_s / 4, without using the budget, until
+        a server answers or `_send` declares every one down, so dead servers stop the run (exit 2) instead of
+        abandoning examples one by one."""
         body = json.dumps(self._payload(req), ensure_ascii=False).encode()
         last: Optional[_Failure] = None
         attempts = used = 0
         t_start = time.monotonic()
+        where = self._endpoints[0]
+        refused_here: set[int] = set()  # endpoints where this request met a connection failure
         while True:
             attempts += 1
+            ep, probe, volunteer = await self._acquire()
+            where = ep
             t0 = time.monotonic()
+            ep.in_flight += 1
             try:
-                resp = _parse(await self._send(body))
+                resp = _parse(await self._send(ep, body, probe))
                 resp.latency_s = time.monotonic() - t0
+                if len(self._endpoints) > 1:  # which server answered (masked like every URL recbench writes)
+                    resp.endpoint = ep.public
+                ep.answered += 1
                 self.stats["successes"] += 1
                 return resp
             except _Failure as f:
@@ -359,104 +451,180 @@ class OpenAIBackend(Backend):
                     self.stats[f"status_{f.status}"] += 1
                 if f.status == 200:
                     self.stats["malformed"] += 1
+            finally:
+                ep.in_flight -= 1
             if not last.retryable:
                 break
-            if last.connection and self._consecutive >= self.max_consecutive_failures:
-                self.stats["probes"] += 1  # the server looks down: probe again soon, the retry budget untouched
-                await asyncio.sleep(self.down_after_s / 4)
+            # a connection failure is free once per server while another server may be up (a request that breaks
+            # every connection it is sent on still runs out of retries)
+            elsewhere = last.connection and id(ep) not in refused_here and any(
+                e is not ep and not e.down for e in self._endpoints)
+            if last.connection:
+                refused_here.add(id(ep))
+            if volunteer or elsewhere or (last.connection and ep.consecutive >= self.max_consecutive_failures):
+                # a server that looks down, the first failure here of several servers, or a probe of a drained
+                # one: the retry budget untouched
+                self.stats["probes"] += 1
+                if not self._any_up():
+                    await asyncio.sleep(self.down_after_s / 4)
                 continue
             if used >= self.policy.max_retries:
                 break
             self.stats["retries"] += 1
             delay = self.policy.delay(used, last.retry_after, self._rng)
-            if last.connection:  # no HTTP answer: retry soon, so that a dead server is recognised in time
-                delay = min(delay, self.down_after_s / 4)
+            if last.connection:  # no HTTP answer: retry soon (elsewhere at once), so a dead server is seen in time
+                delay = 0.0 if self._any_up() else min(delay, self.down_after_s / 4)
             await asyncio.sleep(delay)
             used += 1
         assert last is not None
         self.stats["gave_up"] += 1
         what = f"HTTP {last.status}" if last.status is not None else "no HTTP status"
-        msg = (f"openai backend: POST {self._public_url}/chat/completions (model {self.model}) failed after "
+        msg = (f"openai backend: POST {where.public}/chat/completions (model {self.model}) failed after "
                f"{attempts} attempt(s) in {time.monotonic() - t_start:.1f}s; last error: {what}: {last}")
         return Response(error=self._scrub(msg), latency_s=time.monotonic() - t_start)
 
-    async def _send(self, body: bytes) -> HttpReply:
-        """One HTTP attempt; while the server is not known to be up, only one attempt at a time probes it."""
-        assert self._client is not None and self._cond is not None
-        if self._dead:
-            raise self._dead
-        probe = False
-        if not self._alive:
-            async with self._cond:
-                while not self._alive and self._probing and not self._dead:
-                    await self._cond.wait()
+    def _up(self, ep: _Endpoint) -> bool:
+        """Connected since its last connection failure, and not answering 5xx to everything."""
+        return ep.alive and ep.errors_5xx < self.max_consecutive_failures
+
+    def _any_up(self) -> bool:
+        return any(self._up(ep) for ep in self._endpoints)
+
+    async def _acquire(self) -> tuple[_Endpoint, bool, bool]:
+        """The endpoint for the next attempt, and whether it probes (alone) a server not known to be up, and whether
+        it was sent there although another was up. The endpoints that are up, and those whose first connection is
+        being made, take attempts by fewest in flight; a drained one (connection failures, or
+        max_consecutive_failures 5xx answers in a row) takes one attempt as a probe once its wait has passed
+        (down_after_s / 4, doubling per failed probe up to backoff_max_s). With none up, as with one server:
+        5xx-answering servers still take attempts, the others one probe at a time each."""
+        assert self._cond is not None
+        eps = self._endpoints
+        async with self._cond:
+            while True:
                 if self._dead:
                     raise self._dead
-                if not self._alive:
-                    self._probing = probe = True
+                up = [ep for ep in eps if self._up(ep)]
+                answering = up or [ep for ep in eps if ep.alive]  # none up: servers answering 5xx still take work
+                if answering:
+                    now = time.monotonic()
+                    for ep in eps:  # a drained server whose wait has passed takes this attempt as its probe
+                        if not self._up(ep) and not ep.probing and now >= ep.next_probe and (up or not ep.alive):
+                            ep.probing = True
+                            return ep, True, bool(up)
+                    # a server being connected to for the first time takes its share too (by fewest in flight),
+                    # so the first wave is not all sent to whichever server connected first
+                    joining = [ep for ep in eps if ep.pending and ep.probing]
+                    return min(answering + joining, key=lambda e: e.in_flight), False, False
+                idle = [ep for ep in eps if not ep.probing]
+                if idle:
+                    ep = min(idle, key=lambda e: e.next_probe)  # the one waiting longest for its probe
+                    ep.probing = True
+                    return ep, True, False
+                await self._cond.wait()
+
+    def _drain(self, ep: _Endpoint, probe: bool) -> None:
+        """Schedule the endpoint's next probe (it just failed): down_after_s / 4, doubling per failed probe."""
+        ep.failed_probes = ep.failed_probes + 1 if probe else 0
+        wait = min(max(self.policy.max_s, self.down_after_s / 4), self.down_after_s / 4 * 2 ** ep.failed_probes)
+        ep.next_probe = time.monotonic() + wait
+
+    async def _send(self, ep: _Endpoint, body: bytes, probe: bool) -> HttpReply:
+        """One HTTP attempt at `ep` (a probe holds its `probing` flag until it returns)."""
+        assert ep.client is not None and self._cond is not None
         try:
+            if self._dead:
+                raise self._dead
             self.stats["attempts"] += 1
-            reply = await self._client.post(self._url, body, self._headers)
+            reply = await ep.client.post(ep.url, body, ep.headers)
         except ConnectFailure as e:
-            self._alive = False
-            self._consecutive += 1
+            ep.alive = ep.pending = False
+            ep.consecutive += 1
+            ep.last_error = self._scrub(str(e))
+            self._drain(ep, probe)
             self.stats["connection_errors"] += 1
-            self.stats["max_consecutive"] = max(self.stats["max_consecutive"], self._consecutive)
-            silent = time.monotonic() - self._last_answer
-            if self._consecutive >= self.max_consecutive_failures and silent >= self.down_after_s:
-                self._dead = BackendUnavailable(
-                    f"openai backend: server down: no answer from {self._public_url} for {silent:.1f}s, "
-                    f"{self._consecutive} connection attempts in a row failed (last: {self._scrub(str(e))}); "
-                    "start the server there or fix model.backend.base_url")
-                raise self._dead from None
-            raise _Failure(self._scrub(f"connection error: {e}"), retryable=True, connection=True) from None
+            self.stats["max_consecutive"] = max(self.stats["max_consecutive"], ep.consecutive)
+            silent = time.monotonic() - ep.last_answer
+            if ep.consecutive >= self.max_consecutive_failures and silent >= self.down_after_s:
+                if not ep.down and self._any_up():
+                    log.warning("openai backend: %s is down (no answer for %.1fs, %d connection attempts in a row "
+                                "failed); the other servers take its requests, it is probed again later", ep.public,
+                                silent, ep.consecutive)
+                ep.down = True
+                if all(e.down for e in self._endpoints):
+                    self._dead = BackendUnavailable(self._down_message())
+                    raise self._dead from None
+            raise _Failure(self._scrub(f"connection error at {ep.public}: {e}"), retryable=True,
+                           connection=True) from None
         except ReadTimeout as e:
             self.stats["timeouts"] += 1
-            raise _Failure(f"timed out after {self.timeout_s:g}s ({e})", retryable=True) from None
+            raise _Failure(f"timed out after {self.timeout_s:g}s at {ep.public} ({e})", retryable=True) from None
         except TransportError as e:
             raise _Failure(self._scrub(str(e)), retryable=False) from None
         else:
             now = time.monotonic()
-            if self._consecutive:
-                self.stats["max_silence_s"] = max(self.stats["max_silence_s"], round(now - self._last_answer, 3))
-            self._consecutive = 0
-            self._last_answer = now
-            await self._on_connect()
+            if ep.consecutive:
+                self.stats["max_silence_s"] = max(self.stats["max_silence_s"], round(now - ep.last_answer, 3))
+            ep.consecutive = 0
+            ep.down = False
+            ep.last_answer = now
+            await self._on_connect(ep)
         finally:
             if probe:
                 async with self._cond:
-                    self._probing = False
+                    ep.probing = False
                     self._cond.notify_all()
+        if reply.status == 200:
+            ep.errors_5xx = ep.failed_probes = 0
+        elif reply.status >= 500:
+            ep.errors_5xx += 1
+            if ep.errors_5xx >= self.max_consecutive_failures:  # drained: others take the work, probed later
+                self._drain(ep, probe)
         if reply.status in REFUSED_STATUSES:  # one refusal may be that request's; a run of them is the config
-            self._refused += 1
-            if self._dead is None and self._refused >= self.max_consecutive_failures:
+            ep.refused += 1
+            if self._dead is None and ep.refused >= self.max_consecutive_failures:
                 where = (f"check model.backend.model ('{self.model}': the served model's name) and the path of "
                          "model.backend.base_url" if reply.status == 404 else
                          f"check the key in ${self.api_key_env} (model.backend.api_key_env)" if self.api_key_env else
                          "the server wants an API key: export it and name the variable in model.backend.api_key_env")
                 self._dead = BackendUnavailable(
-                    f"openai backend: {self._public_url} refused {self._refused} requests in a row (HTTP "
+                    f"openai backend: {ep.public} refused {ep.refused} requests in a row (HTTP "
                     f"{reply.status}: {self._scrub(_error_text(reply))}); {where}")
             if self._dead is not None:  # the first reason given stays the one reported
                 raise self._dead
         else:
-            self._refused = 0
+            ep.refused = 0
         if reply.status != 200:
             raise _Failure(self._scrub(_error_text(reply)), retryable=retryable_status(reply.status),
                            status=reply.status, retry_after=parse_retry_after(reply.headers))
         return reply
 
-    async def _on_connect(self) -> None:
-        """A connection was made or an answer came back: let every waiting attempt go."""
-        if not self._alive and self._cond is not None:
+    def _down_message(self) -> str:
+        """The one line of BackendUnavailable when every endpoint is down."""
+        now = time.monotonic()
+        if len(self._endpoints) == 1:
+            ep = self._endpoints[0]
+            return (f"openai backend: server down: no answer from {ep.public} for {now - ep.last_answer:.1f}s, "
+                    f"{ep.consecutive} connection attempts in a row failed (last: {ep.last_error}); start the server "
+                    "there or fix model.backend.base_url")
+        each = ", ".join(f"{ep.public} for {now - ep.last_answer:.1f}s ({ep.consecutive} connection attempts in a row "
+                         "failed)" for ep in self._endpoints)
+        last = self._endpoints[0].last_error
+        return (f"openai backend: every server down: no answer from {each}; last error: {last}; start the servers or "
+                "fix model.backend.base_url")
+
+    async def _on_connect(self, ep: _Endpoint) -> None:
+        """A connection to `ep` was made or an answer came back: let every waiting attempt go."""
+        ep.pending = False
+        if not ep.alive and self._cond is not None:
             async with self._cond:
-                self._alive = True
+                ep.alive = True
                 self._cond.notify_all()
 
     def _scrub(self, text: str) -> str:
         """Remove the API key, URL password and query values from any text that might be recorded (some servers
         echo them in errors; transport errors quote the request URL)."""
-        text = text.replace(self._url, self._public_url + "/chat/completions")
+        for ep in self._endpoints:
+            text = text.replace(ep.url, ep.public + "/chat/completions")
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
@@ -466,15 +634,22 @@ class OpenAIBackend(Backend):
         if self._loop.is_closed():
             return
         with self._call_lock:
+            clients = [ep.client for ep in self._endpoints if ep.client is not None]
+
+            async def _close_all() -> None:
+                for c in clients:
+                    await c.aclose()
+
             try:
-                if self._client is not None:
+                if clients:
                     if _loop_running_here():
-                        _run_in_thread(lambda: self._loop.run_until_complete(self._client.aclose()))
+                        _run_in_thread(lambda: self._loop.run_until_complete(_close_all()))
                     else:
-                        self._loop.run_until_complete(self._client.aclose())
+                        self._loop.run_until_complete(_close_all())
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
-            self._client = None
+            for ep in self._endpoints:
+                ep.client = None
             self._loop.close()
 
     def __del__(self) -> None:
@@ -483,6 +658,47 @@ class OpenAIBackend(Backend):
                 self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown; nothing left to release
             pass
+
+
+def _api_key(api_key_env: Optional[str], base_url: str) -> str:
+    """The key from the environment variable api_key_env ("EMPTY" without one: local servers accept any key)."""
+    if not api_key_env:
+        return "EMPTY"  # never read from config files
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise RuntimeError(f"openai backend: environment variable {api_key_env} (model.backend.api_key_env) "
+                           f"is not set; export the API key for {redact_url(base_url)} there")
+    return key
+
+
+def _served_models(ep: _Endpoint, timeout_s: float) -> Optional[list[str]]:
+    """The model ids GET <endpoint>/models lists, or None when it gives no such list (down, no route, refused)."""
+    req = urllib.request.Request(ep.models_url, headers={k: v for k, v in ep.headers.items() if k != "Content-Type"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            data = json.loads(r.read())
+        return [str(m["id"]) for m in data["data"]]
+    except (OSError, ValueError, KeyError, TypeError):  # URLError/HTTPError are OSErrors; a body of another shape
+        return None
+
+
+def _check_served(eps: list[_Endpoint], model: str, timeout_s: float) -> dict[str, list[str]]:
+    """Ask every endpoint's /models at once; ConfigError (one line) naming the first that answers without listing
+    `model`, what it serves, and which endpoints do serve it. Returns {endpoint (masked): ids} of those that
+    answered and serve it."""
+    from recbench.api.errors import ConfigError
+
+    with ThreadPoolExecutor(max_workers=len(eps)) as pool:
+        listed = dict(zip((ep.public for ep in eps), pool.map(lambda e: _served_models(e, timeout_s), eps)))
+    good = [u for u, ids in listed.items() if ids is not None and model in ids]
+    for url, ids in listed.items():
+        if ids is not None and model not in ids:
+            serves = ", ".join(f"'{i}'" for i in ids) or "no model"
+            others = f"; {', '.join(good)} serve{'s' if len(good) == 1 else ''} it" if good else ""
+            raise ConfigError(f"model.backend.base_url: {url} serves {serves}, not '{model}' (model.backend.model)"
+                              f"{others}: every server in the list must serve the same model; fix the list or the "
+                              "server's --served-model-name")
+    return {u: ids for u, ids in listed.items() if ids is not None}
 
 
 #: answers that refuse the credentials (401/403: a wrong or missing key) or the model or path (404: a name the server

@@ -13,8 +13,10 @@ In its own process (benchmarks that kill and restart recbench; counts stay reada
 or from a shell: ``python -m recbench.testing.openai_stub --latency 0.2 --port 8000``.
 
 Answers are a deterministic function of the prompt (see `default_answer`), so runs are reproducible.
-`GET /stats` returns the counters (``paid`` = chat completions answered with 200 and a full body, i.e. the
-requests a hosted API would bill); `POST /stats/reset` zeroes them.
+`capacity` bounds the requests served at once (the rest wait, as on a busy GPU); `served_model` names the one
+model `GET /v1/models` lists, and a chat request for another name gets vLLM's 404 (without it, /v1/models is a 404
+and any name is answered). `GET /stats` returns the counters (``paid`` = chat completions answered with 200 and a
+full body, i.e. the requests a hosted API would bill); `POST /stats/reset` zeroes them.
 """
 from __future__ import annotations
 
@@ -109,12 +111,15 @@ class StubServer:
 
     A share `straggler_share` of requests (chosen by prompt hash, so the same ones every run) takes
     `straggler_s` instead of `latency_s`. schedule returns None (answer normally) or one of ALL_FAULTS.
+    At most `capacity` chat requests are served at once (None: no limit); the others wait for a slot before their
+    latency starts. `served_model`: the model /v1/models lists and the only name chat requests may ask for.
     """
 
     def __init__(self, answer_fn: Callable[[list[dict]], str] = default_answer, schedule: Optional[Schedule] = None,
                  *, latency_s: float = 0.0, straggler_share: float = 0.0, straggler_s: float = 3.0,
                  retry_after_s: float = 0.2, slow_s: float = 3.0, expected_key: Optional[str] = None,
-                 echo_key_in_401: bool = False, host: str = "127.0.0.1", port: int = 0):
+                 echo_key_in_401: bool = False, capacity: Optional[int] = None, served_model: Optional[str] = None,
+                 host: str = "127.0.0.1", port: int = 0):
         if host not in LOOPBACK:
             raise ValueError(f"StubServer: host {host!r} is not a loopback address; use one of {LOOPBACK}")
         self.answer_fn = answer_fn
@@ -124,6 +129,11 @@ class StubServer:
         self.slow_s = slow_s
         self.expected_key = expected_key
         self.echo_key_in_401 = echo_key_in_401
+        if capacity is not None and int(capacity) < 1:
+            raise ValueError(f"StubServer: capacity must be >= 1 or None, got {capacity!r}")
+        self.capacity = None if capacity is None else int(capacity)
+        self._slots = threading.BoundedSemaphore(self.capacity) if self.capacity else None
+        self.served_model = served_model
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.reset()
@@ -139,8 +149,10 @@ class StubServer:
             self.faults: Counter = Counter()
             self.auth_seen: set[str] = set()
             self.paths: Counter = Counter()  # request path (with its query) of every chat completion received
-            self.in_flight = 0
+            self.in_flight = 0  # received and not yet answered (waiting for a slot included)
             self.max_in_flight = 0
+            self.serving = 0  # holding one of the `capacity` slots
+            self.max_serving = 0
             self.received = 0
             self.answered = 0
             self.stragglers = 0
@@ -150,7 +162,15 @@ class StubServer:
         with self._lock:
             return {"paid": self.answered, "received": self.received, "distinct": len(self.attempts),
                     "faults": dict(self.faults), "stragglers": self.stragglers, "in_flight": self.in_flight,
-                    "max_in_flight": self.max_in_flight}
+                    "max_in_flight": self.max_in_flight, "max_serving": self.max_serving}
+
+    def models(self) -> tuple[int, dict[str, Any]]:
+        """(status, body) of GET /v1/models: the served model as vLLM lists it, or a 404 when none is named."""
+        if self.served_model is None:
+            return 404, {"error": {"message": "this stub lists no models (start it with served_model)", "code": 404}}
+        return 200, {"object": "list", "data": [{"id": self.served_model, "object": "model", "created": 0,
+                                                 "owned_by": "recbench-stub", "root": self.served_model,
+                                                 "parent": None}]}
 
     def latency_for(self, key: str) -> float:
         """This prompt's latency: straggler_s for the hash-chosen share of prompts, latency_s otherwise."""
@@ -165,6 +185,10 @@ class StubServer:
         if self.expected_key is not None and auth != f"Bearer {self.expected_key}":
             shown = auth.removeprefix("Bearer ") if self.echo_key_in_401 else "***"
             h._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {shown}", "code": 401}}).encode())
+            return
+        if self.served_model is not None and body.get("model") != self.served_model:
+            h._send(404, json.dumps({"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
+                                     "type": "NotFoundError", "code": 404}).encode())
             return
         messages = body.get("messages", [])
         key = request_key(messages)
@@ -277,6 +301,9 @@ def _handler(stub: StubServer) -> type:
         def do_GET(self):
             if self.path.rstrip("/").endswith("/stats"):
                 self._send(200, json.dumps(stub.stats()).encode())
+            elif self.path.split("?")[0].rstrip("/").endswith("/models"):
+                status, body = stub.models()
+                self._send(status, json.dumps(body).encode())
             else:
                 self._send(200, b'{"status":"ok"}')
 
@@ -293,7 +320,18 @@ def _handler(stub: StubServer) -> type:
                 stub.in_flight += 1
                 stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
             try:
-                stub._handle(self, json.loads(raw))
+                if stub._slots is None:
+                    stub._handle(self, json.loads(raw))
+                else:
+                    with stub._slots:  # a full server: wait for a slot, as requests queue on a busy GPU
+                        with stub._lock:
+                            stub.serving += 1
+                            stub.max_serving = max(stub.max_serving, stub.serving)
+                        try:
+                            stub._handle(self, json.loads(raw))
+                        finally:
+                            with stub._lock:
+                                stub.serving -= 1
             finally:
                 with stub._lock:
                     stub.in_flight -= 1
@@ -374,11 +412,14 @@ class StubProcess:
 
 def start_stub_process(*, latency_s: float = 0.0, straggler_share: float = 0.0, straggler_s: float = 3.0,
                        fault_rate: float = 0.0, faults: tuple[str, ...] = FAULTS, retry_after_s: float = 0.2,
-                       port: int = 0, timeout_s: float = 60.0) -> StubProcess:
+                       capacity: Optional[int] = None, served_model: Optional[str] = None, port: int = 0,
+                       timeout_s: float = 60.0) -> StubProcess:
     """Start `python -m recbench.testing.openai_stub` on a free loopback port; returns once it answers /stats."""
     cmd = [sys.executable, "-m", "recbench.testing.openai_stub", "--port", str(port), "--latency", str(latency_s),
            "--straggler-share", str(straggler_share), "--straggler-s", str(straggler_s), "--fault-rate",
            str(fault_rate), "--faults", ",".join(faults), "--retry-after", str(retry_after_s)]
+    cmd += ["--capacity", str(capacity)] if capacity else []
+    cmd += ["--served-model", served_model] if served_model else []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     t0 = time.monotonic()
@@ -410,6 +451,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--fault-rate", type=float, default=0.0, help="chance a first or second attempt is faulty")
     ap.add_argument("--faults", default=",".join(FAULTS), help=f"comma list from {ALL_FAULTS}")
     ap.add_argument("--retry-after", type=float, default=0.2, help="Retry-After seconds sent with 429")
+    ap.add_argument("--capacity", type=int, default=None, help="requests served at once (the rest wait); default: no limit")
+    ap.add_argument("--served-model", default=None, help="the model /v1/models lists; chat for another name: 404")
     a = ap.parse_args(argv)
     faults = tuple(f for f in a.faults.split(",") if f)
     bad = [f for f in faults if f not in ALL_FAULTS]
@@ -417,7 +460,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         ap.error(f"--faults: unknown {bad}; valid: {', '.join(ALL_FAULTS)}")
     stub = StubServer(schedule=rate_schedule(a.fault_rate, faults) if a.fault_rate > 0 else None,
                       latency_s=a.latency, straggler_share=a.straggler_share, straggler_s=a.straggler_s,
-                      retry_after_s=a.retry_after, host=a.host, port=a.port)
+                      retry_after_s=a.retry_after, capacity=a.capacity, served_model=a.served_model, host=a.host,
+                      port=a.port)
     print(f"stub OpenAI server listening on {stub.base_url}", flush=True)
     try:
         stub.httpd.serve_forever(poll_interval=0.05)

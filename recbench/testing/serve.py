@@ -10,7 +10,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from recbench.testing.openai_stub import free_port
 
@@ -42,8 +42,11 @@ def stop_process(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 
 def start_vllm_server(model_dir: str, *, served_name: str = "smollm2", max_model_len: int = 4096,
                       kv_cache_bytes: int = 1 << 30, seed: Optional[int] = 0, timeout_s: float = 300.0,
-                      log_path: Optional[Path] = None) -> ServerProcess:
-    """`python -m vllm.entrypoints.openai.api_server` on 127.0.0.1:<free port>, float32, eager; waits for /health."""
+                      log_path: Optional[Path] = None, extra_args: Sequence[str] = (),
+                      env: Optional[dict[str, str]] = None) -> ServerProcess:
+    """`python -m vllm.entrypoints.openai.api_server` on 127.0.0.1:<free port>, float32, eager; waits for /health.
+    `extra_args` go on its command line (e.g. --data-parallel-size 2), `env` into its environment (e.g.
+    CUDA_VISIBLE_DEVICES)."""
     port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--served-model-name",
            served_name, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len",
@@ -51,11 +54,12 @@ def start_vllm_server(model_dir: str, *, served_name: str = "smollm2", max_model
            str(kv_cache_bytes), "--disable-log-stats"]
     if seed is not None:
         cmd += ["--seed", str(seed)]
+    cmd += [str(a) for a in extra_args]
     log_path = Path(log_path or Path(tempfile.mkdtemp(prefix="rb_vllm_srv_")) / "server.log")
     log = open(log_path, "w")
     t0 = time.time()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"})
+                            env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", **(env or {})})
     log.close()  # the child keeps its own handle
     base = f"http://127.0.0.1:{port}"
     while True:

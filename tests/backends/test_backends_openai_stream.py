@@ -15,6 +15,8 @@ from recbench.backends.transport import available  # noqa: E402
 from recbench.store.response_cache import cache_key  # noqa: E402
 from recbench.api.types import Request, SamplingParams  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=5.0)
 TRANSPORTS = ["httpx"] + (["aiohttp"] if available("auto") == "aiohttp" else [])
 
@@ -210,15 +212,24 @@ def test_connection_resets_are_retried_within_the_bound():
     assert not r.ok and "3 attempt(s)" in r.error and stub.base_url in r.error and stub.received == 3
 
 
-def test_identity_includes_the_server_of_self_run_endpoints():
+def test_identity_is_the_served_model_not_the_url_of_self_run_servers():
+    """One server, another, or both in a list: one identity, so they share cached answers (issue 22); a hosted
+    API's identity keeps its server (scheme+host+path)."""
     with StubServer() as s1, StubServer() as s2:
         b1 = OpenAIBackend(model="smollm2", base_url=s1.base_url)
         b2 = OpenAIBackend(model="smollm2", base_url=s2.base_url)
-        i1, i2 = b1.identity(), b2.identity()
-        b1.close(), b2.close()
-    assert i1["server"] == f"http://127.0.0.1:{s1.port}/v1" and i1 != i2
+        both = OpenAIBackend(model="smollm2", base_url=[s1.base_url, s2.base_url])
+        i1, i2, i12 = b1.identity(), b2.identity(), both.identity()
+        b1.close(), b2.close(), both.close()
+    assert i1 == i2 == i12 == {"kind": "openai", "name": "smollm2", "model": "smollm2", "revision": None}
     req = _reqs(1)[0]
-    assert cache_key(i1, req) != cache_key(i2, req)  # two local checkpoints under one name never share answers
+    assert cache_key(i1, req) == cache_key(i12, req)
+    other = OpenAIBackend(model="smollm2", revision="ckpt-2", base_url=s1.base_url)  # another checkpoint: say so
+    assert cache_key(other.identity(), req) != cache_key(i1, req)
+    other.close()
+    hosted = OpenAIBackend(model="gpt-4o", base_url="https://api.openai.com/v1/")
+    assert hosted.identity()["server"] == "https://api.openai.com/v1"
+    hosted.close()
     assert server_identity("http://user:secret@GPU-box/v1/?key=abc") == "http://gpu-box:80/v1"
     assert server_identity("https://api.openai.com/v1/") == "https://api.openai.com/v1"  # hosted: unchanged
     assert server_identity("https://generativelanguage.googleapis.com/v1beta/openai/") == \
