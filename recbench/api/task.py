@@ -4,15 +4,26 @@ from __future__ import annotations
 import abc
 import copy
 import inspect
-from typing import Any, ClassVar, Generic, Iterable, Literal, Optional, Protocol, TypeVar, get_args, get_origin
+from typing import (
+    Any,
+    ClassVar,
+    Generic,
+    Iterable,
+    Literal,
+    Optional,
+    Protocol,
+    TypeVar,
+    get_args,
+    get_origin,
+)
 
 from omegaconf import DictConfig, OmegaConf
 from typing_extensions import get_protocol_members, is_protocol
 
 from recbench.api.errors import lookup
 from recbench.api.metrics import MetricSpec, declare
-from recbench.store.schema import SampleRecord
 from recbench.api.types import Example, MethodGen, Outcome, SamplingParams
+from recbench.store.schema import SampleRecord
 
 
 def with_conf_defaults(cfg: Any, group: str, owner: Optional[type] = None) -> Any:
@@ -20,7 +31,7 @@ def with_conf_defaults(cfg: Any, group: str, owner: Optional[type] = None) -> An
     `owner` (a method class) from conf/<group>/<benchmark>/<cfg.name>.yaml, the folder of the benchmark the class
     belongs to: a config built by hand in code (only a name, say) gets the same defaults as the composed one, from
     YAML only."""
-    from recbench.cli.catalogue import benchmark_of, conf_dir, merged
+    from recbench.api.conf_files import benchmark_of, conf_dir, merged
 
     if owner is not None:
         group = f"{group}/{benchmark_of(f'{owner.__module__}.{owner.__name__}')}"
@@ -223,6 +234,11 @@ class Task(abc.ABC):
     def truth(self, example: Example) -> Any:
         """What an answer to the example is scored against, JSON-ready, stored as the sample's `truth` (None: none)."""
         return None
+
+    def contamination_items(self, example: Example) -> dict[str, Optional[str]]:
+        """The catalogue items an example is about, id -> title as the task shows it (None: no title), whose recall
+        by a memorization probe splits the run (contamination.probe_run; recbench.audits.contamination); {}: none."""
+        return {}
 
     def slice_values(self, key: str, values: Iterable[str]) -> list[str]:
         """Breakdown values of `key` in display order: breakdown_order first, then numbers by value, then text."""

@@ -48,6 +48,8 @@ RECORD_FIELDS = ("run_a", "run_b", "metric", "slice", "n", "mean_a", "mean_b", "
 #: the record fields a margin adds (`add_margin`); absent from the JSON of a comparison without one
 MARGIN_FIELDS = ("margin", "equivalence_test", "p_equivalence", "p_equivalence_adj", "equivalent", "p_noninferior",
                  "p_noninferior_adj", "noninferior", "margin_verdict", "margin_note")
+#: the record fields a noise-floor audit adds (`mark_noise_floor`); absent from the JSON when neither run has one
+NOISE_FIELDS = ("noise_floor", "below_noise_floor")
 #: what the printed CI is, for captions and footnotes
 CI_MEANING = "unadjusted 95% paired bootstrap CI (percentile; one comparison at a time)"
 
@@ -121,13 +123,16 @@ class Comparison:
     noninferior: bool | None = None  # None when the metric has no direction or was not tested
     margin_verdict: str = ""  # the equivalence and non-inferiority verdicts in words
     margin_note: str = ""  # how the margin test went (test, discordant pairs, skewed units)
+    noise_floor: float | None = None  # the larger noise floor of the two runs (audit.noise); None: neither has one
+    below_noise_floor: bool | None = None  # |diff| < noise_floor: batch size alone moved the metric this much
     units_a: np.ndarray | None = field(default=None, repr=False, compare=False)  # per-unit values (not in JSON)
     units_b: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON record (NaN as null)."""
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()
-                if not k.startswith("units_") and (self.margin is not None or k not in MARGIN_FIELDS)}
+                if not k.startswith("units_") and (self.margin is not None or k not in MARGIN_FIELDS)
+                and (self.noise_floor is not None or k not in NOISE_FIELDS)}
 
 
 # ---- reading runs -------------------------------------------------------------------------------------
@@ -152,7 +157,7 @@ def _labels(dirs: Sequence[Path]) -> list[str]:
 def load_systems(paths: Iterable[str | Path], *, pool_seeds_: bool = False) -> list[System]:
     """Every run under the paths (run or sweep dirs) as a System; with pool_seeds_, runs differing only in seed are one.
     A sweep job that failed at run time (job_failed.json beside a partial metrics.json) is left out, as in reports."""
-    from recbench.report.results import JOB_FAILED
+    from recbench.store.schema import JOB_FAILED
 
     paths = list(paths)
     try:
@@ -278,7 +283,30 @@ def compare_pair(a: System, b: System, *, metrics: Sequence[str] | None = None, 
                 continue
             out.append(_mean_record(m, spec, a, b, sub, base, test=test, n_resamples=n_resamples, seed=seed,
                                     level=level, note=note, cluster_by=cluster_by))
+            mark_noise_floor(out[-1], a, b)
     return out
+
+
+def noise_floor_of(s: System, metric: str, slice_: str = "all") -> float | None:
+    """The largest noise floor of a system's runs for one metric and slice (metrics.json extra.noise_floor, written
+    by the noise-floor audit, recbench.audits.noise), or None when no run has one."""
+    floors = []
+    for run in s.runs:
+        block = (run.result.extra if run.result is not None else {}).get("noise_floor")
+        if isinstance(block, dict):
+            table = block.get("metrics") if slice_ == "all" else (block.get("by_slice") or {}).get(slice_)
+            v = ((table or {}).get(metric) or {}).get("floor")
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                floors.append(float(v))
+    return max(floors) if floors else None
+
+
+def mark_noise_floor(c: Comparison, a: System, b: System) -> None:
+    """Set the record's noise floor (the larger of the two runs') and whether |diff| is below it (in place)."""
+    floors = [f for f in (noise_floor_of(a, c.metric, c.slice), noise_floor_of(b, c.metric, c.slice)) if f is not None]
+    if floors:
+        c.noise_floor = max(floors)
+        c.below_noise_floor = bool(math.isfinite(c.diff) and abs(c.diff) < c.noise_floor)
 
 
 def _corpus_record(spec, a, b, ids, base, n_resamples, seed, note) -> Comparison:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from recbench.store.diskspace import disk_full, is_full, writing
-from recbench.api.types import Request, Response, sha256_json
+from recbench.api.types import Request, Response
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (

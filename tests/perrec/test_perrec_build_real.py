@@ -5,12 +5,13 @@ import itertools
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from recbench.tasks.perrec.build import BuildConfig, build, read_source
 from recbench.tasks.perrec.data import load_examples
+
+pytestmark = pytest.mark.fast
 
 ML = dict(source="movielens", rel="ml-latest-small", meta=None, cfg=BuildConfig(per_size=40, heldout_per_size=10))
 BEAUTY = dict(source="amazon-csv", rel="amazon2023_all_beauty/All_Beauty.5core.csv.gz",

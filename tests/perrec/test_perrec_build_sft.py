@@ -9,7 +9,9 @@ import torch
 from omegaconf import OmegaConf
 
 from recbench.run.construct import bundled_data
-from recbench.tasks.perrec.sft import default_config, export, merge_adapters, sft_records, _task
+from recbench.tasks.perrec.sft import default_config, export, merge_adapters, _task
+
+pytestmark = pytest.mark.fast
 
 
 def tiny_lm():

@@ -10,9 +10,10 @@ from recbench.backends.predictions import PredictionsBackend
 from recbench.store.response_cache import ResponseCache, cache_key
 from recbench.run.loop import EvalLoop
 from recbench.store.runstore import RunStore
-from recbench.tasks.recbench_plus.data import released_examples
 from recbench.tasks.recbench_plus.task import RecBenchPlusTask
 from recbench.api.types import Request, SamplingParams
+
+pytestmark = pytest.mark.fast
 
 
 def write(tmp_path, rows):

@@ -2,7 +2,6 @@
 every query type, with and without the user's history; all metrics are produced and nothing is dropped."""
 from __future__ import annotations
 
-import json
 
 from tests.helpers import read_samples
 

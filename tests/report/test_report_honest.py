@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import pandas as pd

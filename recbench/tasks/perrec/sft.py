@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from recbench.tasks.perrec.methods import LABELS, PAIR_CHOICES, presentation_order
+from recbench.tasks.perrec.methods import PAIR_CHOICES, presentation_order
 from recbench.training.lora import load_base, lora_config
 from recbench.api.types import Example
 

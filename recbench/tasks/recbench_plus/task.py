@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import pandas as pd
 from omegaconf import DictConfig
 
 from recbench.api.datafiles import numeric_columns, read_csv, require_columns
