@@ -13,7 +13,7 @@ from recbench.store.runstore import RunLock, write_json_atomic
 FINISHED_NAME = ".finished.json"
 
 
-_CODE_SUFFIXES = (".py", ".j2", ".yaml", ".yml", ".json")
+CODE_SUFFIXES = (".py", ".j2", ".yaml", ".yml", ".json")
 
 
 _MAX_INPUT_FILES = 5000
@@ -49,7 +49,7 @@ def _stat_tree(root: Path, out: list[tuple[str, int, Any]], suffixes: tuple[str,
     return True
 
 
-def _code_roots() -> list[Path]:
+def code_roots() -> list[Path]:
     """The recbench package (benchmark packages included) and its configs (found without importing them)."""
     import importlib.util
 
@@ -59,12 +59,12 @@ def _code_roots() -> list[Path]:
     return roots
 
 
-def _path_values(node: Any) -> list[Path]:
+def path_values(node: Any) -> list[Path]:
     """Every string in a config node that names an existing file or folder (data files of a task)."""
     if isinstance(node, dict):
-        return [p for v in node.values() for p in _path_values(v)]
+        return [p for v in node.values() for p in path_values(v)]
     if isinstance(node, (list, tuple)):
-        return [p for v in node for p in _path_values(v)]
+        return [p for v in node for p in path_values(v)]
     if isinstance(node, str) and ("/" in node or os.sep in node) and len(node) < 4096:
         p = Path(node)
         return [p] if p.exists() else []
@@ -78,10 +78,10 @@ def inputs_fingerprint(config_text: str, task_node: dict[str, Any]) -> str | Non
     import hashlib
 
     files: list[tuple[str, int, int]] = []
-    for root in _code_roots():
-        if not _stat_tree(root, files, _CODE_SUFFIXES, content=True):
+    for root in code_roots():
+        if not _stat_tree(root, files, CODE_SUFFIXES, content=True):
             return None
-    for p in sorted(set(_path_values(task_node))):
+    for p in sorted(set(path_values(task_node))):
         if not _stat_tree(p, files):
             return None
     h = hashlib.sha256(config_text.encode())

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from recbench.api.errors import CannotRun
+from recbench.store.finished import CODE_SUFFIXES, code_roots, path_values
 from recbench.store.rundir import unsharded_name
 from recbench.store.schema import (
     ErrorRecord,
@@ -41,7 +42,6 @@ SHARD_VERSION = 1
 #: settings that change how the work is spread, never an answer or a score
 IGNORED_KEYS = ("run.shard", "run.shards", "cache.path", "cache.derived_dir", "cache.enabled", "run.progress",
                 "run.chunk_size", "model.backend.base_url", "model.backend.concurrency")
-_CODE_SUFFIXES = (".py", ".j2", ".yaml", ".yml", ".json")
 _MAX_FILES = 5000
 
 
@@ -130,31 +130,14 @@ def _tree_hash(roots: Iterable[Path], suffixes: tuple[str, ...] = ()) -> Optiona
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
-def _path_values(node: Any) -> list[Path]:
-    """Every string in a config node that names an existing file or folder (a task's data files)."""
-    if isinstance(node, dict):
-        return [p for v in node.values() for p in _path_values(v)]
-    if isinstance(node, (list, tuple)):
-        return [p for v in node for p in _path_values(v)]
-    if isinstance(node, str) and ("/" in node or os.sep in node) and len(node) < 4096:
-        p = Path(node)
-        return [p] if p.exists() else []
-    return []
-
-
 def data_fingerprint(task_node: dict[str, Any]) -> Optional[str]:
     """A content fingerprint of the files and folders the task config names (None past _MAX_FILES files)."""
-    return _tree_hash(sorted(set(_path_values(task_node))))
+    return _tree_hash(sorted(set(path_values(task_node))))
 
 
 def code_fingerprint() -> Optional[str]:
     """A content fingerprint of recbench's code and configs (.py, .j2, .yaml, .json under the package and conf)."""
-    import importlib.util
-
-    roots = [Path(__file__).resolve().parents[1]]
-    conf = importlib.util.find_spec("recbench.conf")
-    roots += [Path(p) for p in (conf.submodule_search_locations or [])] if conf else []
-    return _tree_hash(roots, _CODE_SUFFIXES)
+    return _tree_hash(code_roots(), CODE_SUFFIXES)
 
 
 def open_shard(run_dir: str | Path, info: ShardInfo, cache_path: str | Path, seed: bool) -> Path:
