@@ -97,6 +97,20 @@ class AuditConf:
 
 
 @dataclass
+class ContaminationConf:
+    """Contamination split (docs/memorization.md, "Contamination split"; recbench/audits/contamination.py): the
+    headline on examples whose item a memorization probe run of the same model recalled, did not recall (the clean
+    subset) or did not ask about, with the test of the gap. probe_run null = off."""
+
+    probe_run: Optional[str] = None  # the probe's run dir (python -m recbench task=memorization_... model=<this model>)
+    alpha: float = 0.05  # level of the gap test (two-sided permutation test of the difference in means)
+    n_resamples: int = 9999  # label permutations of the gap test (exact when the groups have fewer arrangements)
+    # an item's title in the task and in the probe's catalogue name the same item when equal once normalised, one a
+    # prefix of the other (clipped) or rapidfuzz ratio >= this (0-100); else the probe is of another catalogue
+    title_similarity: float = 90.0
+
+
+@dataclass
 class RecbenchConfig:
     """The top-level config: task, model and method come from their config groups."""
 
@@ -112,6 +126,7 @@ class RecbenchConfig:
     plan: PlanConf = field(default_factory=PlanConf)
     report: ReportConf = field(default_factory=ReportConf)
     audit: AuditConf = field(default_factory=AuditConf)
+    contamination: ContaminationConf = field(default_factory=ContaminationConf)
 
 
 # ---- model.backend: the typed base every backend shares; each default equals the backend constructor's own ----
@@ -237,6 +252,7 @@ def validate(cfg: DictConfig) -> None:
     _check(0 < float(cfg.plan.power) < 1, "plan.power", cfg.plan.power, "in (0, 1)")
     _check(0 < float(cfg.plan.alpha) < 1, "plan.alpha", cfg.plan.alpha, "in (0, 1)")
     _check_audit(cfg.get("audit") or {})
+    _check_contamination(cfg.get("contamination") or {})
     m = cfg.get("method") or {}
     if m.get("max_tokens") is not None:
         _check(_finite(m.max_tokens, whole=True) and int(float(m.max_tokens)) >= 1, "method.max_tokens", m.max_tokens,
@@ -267,6 +283,17 @@ def _check_audit(a: Any) -> None:
     if dt is not None:
         _check(dt in ("float32", "float16", "bfloat16"), "audit.noise.dtype", dt,
                "one of float32, float16, bfloat16 (the dtype of the re-decode), or null")
+
+
+def _check_contamination(c: Any) -> None:
+    """contamination.alpha in (0, 0.5], n_resamples >= 99, title_similarity in (0, 100]."""
+    a, n, t = c.get("alpha"), c.get("n_resamples"), c.get("title_similarity")
+    _check(a is None or _finite(a) and 0 < float(a) <= 0.5, "contamination.alpha", a,
+           "in (0, 0.5] (the level of the gap test)")
+    _check(n is None or _finite(n, whole=True) and int(n) >= 99, "contamination.n_resamples", n,
+           "a whole number >= 99 (label permutations of the gap test)")
+    _check(t is None or _finite(t) and 0 < float(t) <= 100, "contamination.title_similarity", t,
+           "in (0, 100] (rapidfuzz ratio at which two titles name one item)")
 
 
 def _check_shard(r: Any) -> None:

@@ -61,9 +61,11 @@ class OrderAudit(Method):
         """The inner method's one-off work."""
         self.inner.prepare(examples)
 
-    def run(self, example: Example) -> MethodGen:
-        """Drive the K orders' generators together; return order 0's outcome with details['audit']."""
-        gens = [self.inner.run(example, order=k) for k in range(self.orders)]  # type: ignore[call-arg]
+    def run(self, example: Example, template: Optional[int] = None) -> MethodGen:
+        """Drive the K orders' generators together; return order 0's outcome with details['audit'] (`template`: the
+        template audit's paraphrase, passed on to every order)."""
+        more = {} if template is None else {"template": template}  # audit.templates on too (recbench.audits.templates)
+        gens = [self.inner.run(example, order=k, **more) for k in range(self.orders)]  # type: ignore[call-arg]
         outcomes: list[Optional[Outcome]] = [None] * self.orders
         pending: dict[int, list[Request]] = {}
         for k, g in enumerate(gens):

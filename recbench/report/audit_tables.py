@@ -1,7 +1,11 @@
 """Audits in reports: one row per run whose metrics.json extra has `order_audit` (audit.orders=K) or
 `pair_order_consistency` (comparisons asked in both orders), `template_audit` (audit.templates=K; plus one row per
-pair of such runs: the verdict under each template) or `noise_floor` (audit.noise). Benchmark-agnostic: reads
-metrics.json (and, for the per-template verdicts, the runs' samples)."""
+pair of such runs: the verdict under each template), `noise_floor` (audit.noise) or `contamination`
+(contamination.probe_run). Benchmark-agnostic: reads metrics.json (and, for the per-template verdicts, the runs'
+samples).
+
+Long because every audit's report table is declared here, one function each, sharing the cell, label and row-order
+helpers."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -282,8 +286,44 @@ def noise_floor_table(runs: list[Run]) -> Optional[Table]:
                  section="validity-audit")
 
 
+def contamination_table(runs: list[Run]) -> Optional[Table]:
+    """One row per run split by a memorization probe (extra.contamination): the probe, the examples per split value,
+    the headline on recalled examples and on the clean subset, and the gap with its permutation test."""
+    split = _sorted([r for r in runs if isinstance(r.result.extra.get("contamination"), dict)])
+    if not split:
+        return None
+    labels = _row_labels(split)
+    cols = [("probe", "method"), ("probe", "coverage"), ("examples", "recalled"), ("examples", "not recalled"),
+            ("examples", "unprobed"), ("headline", "recalled"), ("headline", "clean subset"),
+            ("gap (recalled − clean)", "diff"), ("gap (recalled − clean)", "p"), ("gap (recalled − clean)", "significant")]
+    rows = []
+    for r in split:
+        b = r.result.extra["contamination"]
+        metric, n, g = str(b.get("metric") or r.result.headline_metric), b.get("examples") or {}, b.get("gap") or {}
+        cells = [AuditCell(metric="probe", shown=f"{b.get('probe_method')} ({b.get('probe_task')})"),
+                 _cell("coverage", (b.get("probe") or {}).get("coverage")),
+                 _cell("examples", n.get("yes"), "int"), _cell("examples", n.get("no"), "int"),
+                 _cell("examples", n.get("unprobed"), "int"),
+                 _ci_cell(metric, b.get("recalled")), _ci_cell(metric, b.get("clean")), _ci_cell(metric, g),
+                 _cell("p_value", g.get("p_value"), "p"),
+                 AuditCell(metric="significant", shown=None if g.get("p_value") is None
+                           else "yes" if g.get("significant") else "no")]
+        rows.append((labels[id(r)] + [metric], cells))
+    caption = ("Contamination split (contamination.probe_run=DIR; metrics.json extra.contamination): examples whose "
+               "item (Task.contamination_items) a memorization probe run of the same model recalled, did not recall, "
+               "or did not ask about (control-set items never count). Headline on each with its 95% bootstrap CI "
+               "(the clean subset = not recalled; the same numbers as the breakdown 'recalled'); gap = recalled minus "
+               "clean mean with a percentile bootstrap CI and a two-sided permutation test of the difference in "
+               "means on per-example (per-cluster) values, significant when p < alpha. Unprobed examples are in "
+               "neither group. Coverage: the probe's share of asked catalogue items recalled.")
+    return Table(id="contamination", title="Contamination split: the headline on recalled and not-recalled items",
+                 caption=caption, row_header=["task", "model", "method", "metric"], header=_header(cols),
+                 columns=cols, rows=rows, section="validity-audit")
+
+
 def audit_tables(runs: list[Run]) -> list[Table]:
     """The audit tables of a report (empty when no run was audited): order audits (section 'order-audit'), then the
-    template and noise-floor audits (section 'validity-audit')."""
+    template, noise-floor and contamination audits (section 'validity-audit')."""
     return [t for t in (order_audit_table(runs), pair_consistency_table(runs), template_audit_table(runs),
-                        template_verdict_table(runs), noise_floor_table(runs)) if t is not None]
+                        template_verdict_table(runs), noise_floor_table(runs), contamination_table(runs))
+            if t is not None]

@@ -32,7 +32,7 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
         config_text = OmegaConf.to_yaml(cfg, resolve=True)
         inputs = None  # runs with a given backend object (tests, benchmarks) leave no reusable mark
         if backend is None:  # a finished run asked again: nothing to load, run or re-aggregate
-            inputs = inputs_fingerprint(config_text, OmegaConf.to_container(cfg.task, resolve=True))
+            inputs = inputs_fingerprint(config_text, _input_paths(cfg))
             reused = _reuse_finished(cfg, run_dir, inputs, t0)
             if reused is not None:
                 return reused
@@ -48,11 +48,15 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
         selection = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
                                     source=data_source(task))
         examples = take_shard(selection, cfg.run.get("shard"), cfg.run.get("shards", 1))  # run.shard=I: after limit
+        lazy = LazyBackend(cfg.model) if method.needs_backend and backend is None else None
+        from recbench.audits.contamination import split_examples
+
+        # contamination.probe_run=DIR: meta `recalled` from a probe run of this model, after its checks
+        examples = split_examples(cfg, task, examples, run_dir, (backend or lazy) if method.needs_backend else None)
     except BaseException:
         discard_unused(run_dir)  # the run dir Hydra made for this job, if it holds only Hydra's own files
         raise
     uses_model = method.needs_backend
-    lazy = LazyBackend(cfg.model) if uses_model and backend is None else None
     store = RunStore(run_dir)
     cache = None
     try:
@@ -83,15 +87,15 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
             raise
         records = [r for r in store.records() if r.id in wanted]
         noise = _noise_floor(cfg, task, method, examples, store.dir, cache, backend, records) if uses_model else None
-        if noise is not None and noise[1]:
+        if noise is not None and noise[1].backend_errors:
             complete = False  # an example the re-decode could not answer: the next run finishes it
         _write_versions(store, backend, lazy, uses_model)
         loaded = bool(backend is not None or (lazy is not None and lazy.built))
         result = result_of(cfg, task, method, records, backend_errors=loop.stats.backend_errors,
                            complete=complete and len(records) == len(examples), run_dir=store.dir,
-                           this_invocation={**vars(loop.stats), "total_wall_time_s": time.time() - t0,
-                                            "model_loaded": loaded},
-                           paid_tokens=(loop.stats.prompt_tokens, loop.stats.completion_tokens))
+                           this_invocation={**(inv := _with_noise(vars(loop.stats), noise)),
+                                            "total_wall_time_s": time.time() - t0, "model_loaded": loaded},
+                           paid_tokens=(inv["prompt_tokens"], inv["completion_tokens"]))
         if noise is not None:
             result.extra.update(noise[0])
         store.write_result(result)
@@ -121,12 +125,16 @@ def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend
     from recbench.run.cost import run_cost
     from recbench.run.loop import aggregate
 
+    from recbench.audits.contamination import contamination_block, enabled, split_breakdown
     from recbench.audits.templates import template_aggregates
 
     uses_model = method.needs_backend
+    if enabled(cfg):
+        split_breakdown(task)  # the `recalled` slices (a merge of shards builds its task afresh)
     agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
     agg["extra"].update(template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,
                                             level=cfg.run.ci_level, seed=cfg.seed))  # audit.templates=K
+    agg["extra"].update(contamination_block(cfg, task, records))  # contamination.probe_run=DIR
     agg["counts"].backend_errors = backend_errors
     result = RunResult(task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
                        complete=complete, run_dir=str(run_dir), **agg, this_invocation=this_invocation)
@@ -140,16 +148,16 @@ def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend
 
 
 def _noise_floor(cfg: DictConfig, task: Any, method: Any, examples: list, run_dir: Path, cache: ResponseCache,
-                 backend: Optional[Backend], records: list) -> Optional[tuple[dict[str, Any], int]]:
+                 backend: Optional[Backend], records: list) -> Optional[tuple[dict[str, Any], Any]]:
     """audit.noise: the examples decoded again with the other batch size / dtype (recbench.audits.noise), and
-    (metrics.json's extra.noise_floor block, backend errors of the re-decode); None when the audit is off."""
+    (metrics.json's extra.noise_floor block, the re-decode's loop counters); None when the audit is off."""
     from recbench.audits.noise import noise_aggregates, noise_settings, re_decode
 
     settings = noise_settings(cfg.get("audit"))
     if not settings:
         return None
     t0 = time.time()
-    redecoded, stats, tag = re_decode(cfg, task, method, examples, run_dir, cache, backend)
+    redecoded, stats, tag, in_force = re_decode(cfg, task, method, examples, run_dir, cache, backend)
     node = cfg.model.get("backend") or {}
     reference = {k: (getattr(backend, k, None) if backend is not None else node.get(k)) for k in settings}
     block = noise_aggregates(records, redecoded, headline_metric=task.headline_metric, breakdown_by=task.breakdown_by,
@@ -158,7 +166,28 @@ def _noise_floor(cfg: DictConfig, task: Any, method: Any, examples: list, run_di
                                                "backend_errors": stats.backend_errors,
                                                "wall_time_s": time.time() - t0}
     block["noise_floor"]["records"] = f"noise/{tag}/samples.jsonl"
-    return block, stats.backend_errors
+    block["noise_floor"]["backend_params"] = in_force  # what the re-decoding backend reports (None: all cached)
+    return block, stats
+
+
+def _with_noise(stats: dict[str, Any], noise: Optional[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+    """This invocation's loop counters, the noise-floor re-decode's calls, hits, errors and tokens added (its own
+    counts are in extra.noise_floor.this_invocation)."""
+    if noise is None:
+        return dict(stats)
+    extra = vars(noise[1])
+    keys = ("backend_errors", "backend_calls", "cache_hits", "cache_misses", "prompt_tokens", "completion_tokens")
+    return {k: (v + extra[k] if k in keys else v) for k, v in stats.items()}
+
+
+def _input_paths(cfg: DictConfig) -> dict[str, Any]:
+    """The config nodes whose files a finished run's metrics.json depends on: the task's data, and the probe run of a
+    contamination split (a probe run that changed is read again)."""
+    out: dict[str, Any] = {"task": OmegaConf.to_container(cfg.task, resolve=True)}
+    probe = (cfg.get("contamination") or {}).get("probe_run")
+    if probe:
+        out["probe_run"] = str(Path(str(probe)).resolve())
+    return out
 
 
 def _write_versions(store: RunStore, backend: Optional[Backend], lazy: Optional[LazyBackend], uses_model: bool,
