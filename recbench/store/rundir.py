@@ -20,7 +20,7 @@ def _short(value: str) -> str:
             value = redact_url(url).split("?", 1)[0].split("#", 1)[0]
     if "/" not in value and len(value) <= MAX_VALUE:
         return value
-    stem = PurePath(value.rstrip("/")).name.split(".")[0][:MAX_VALUE] or "value"
+    stem = PurePath(value.strip("'\"").rstrip("/")).name.split(".")[0][:MAX_VALUE] or "value"  # a quoted path too
     return f"{stem}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
 
 

@@ -92,6 +92,11 @@ class _ReviewTask(LLMRecTask):
         return [{"item_id": i, "title": _clip(t, tmax), "rating": float(r)}
                 for i, t, r in zip(h["item_id"][-n:], h["item_title"][-n:], h["rating"][-n:])] if n > 0 else []
 
+    def contamination_items(self, example: Example) -> dict[str, Optional[str]]:
+        """The contamination split looks at the reviewed item (the one rated, explained or summarized), with its
+        title as the prompt shows it (clipped to title_max_chars)."""
+        return {str(example.data["item_id"]): example.data.get("item_title")}
+
     def _examples(self) -> list[Example]:
         train, test = self.split()
         by_user = {u: g for u, g in train.groupby("user_id", sort=False)}
@@ -402,6 +407,11 @@ class _RankTask(LLMRecTask):
                 out[f"share_{k}"] = d[k] / named if named else math.nan
             out["n_valid_items"] = float(d["in_candidates"])
         return out
+
+    def contamination_items(self, example: Example) -> dict[str, Optional[str]]:
+        """The contamination split looks at the held-out target item, with its catalogue title."""
+        target = str(example.data["target"])
+        return {target: self.data.titles.get(target)}
 
     def truth(self, example: Example) -> dict[str, Any]:
         """The held-out target item (id and title)."""

@@ -137,6 +137,10 @@ class PerRecTask(Task):
                 "rating": {u["user_id"]: u["rating"] for u in users},
                 "avg_rating": {u["user_id"]: u["avg_rating"] for u in users}}
 
+    def contamination_items(self, example: Example) -> dict[str, Optional[str]]:
+        """The contamination split looks at the group's query item (the item every member rated), with its title."""
+        return {str(example.data["query_item"]): example.data.get("query_title")}
+
     def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """The expected PTC of a random ranking, the order audit / pairwise order consistency, the strata thresholds."""
         records = list(records)
