@@ -21,7 +21,8 @@ from backends_stub import (StubServer, compose_cfg, default_answer, free_port, r
 
 from recbench.api.errors import ConfigError
 from recbench.api.types import Request, SamplingParams
-from recbench.backends.openai import OpenAIBackend, split_base_urls
+from recbench.backends.endpoints import split_base_urls
+from recbench.backends.openai import OpenAIBackend
 from recbench.run.construct import build_backend
 from recbench.run.evaluate import run_from_config
 

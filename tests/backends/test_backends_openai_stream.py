@@ -10,7 +10,8 @@ from backends_stub import StubServer, default_answer, listwise_answer, refused_u
 from tests.doubles import ScriptedBackend  # noqa: E402
 
 from recbench.backends.base import BackendUnavailable  # noqa: E402
-from recbench.backends.openai import OpenAIBackend, is_hosted, server_identity  # noqa: E402
+from recbench.backends.endpoints import is_hosted, server_identity  # noqa: E402
+from recbench.backends.openai import OpenAIBackend  # noqa: E402
 from recbench.backends.transport import available  # noqa: E402
 from recbench.store.response_cache import cache_key  # noqa: E402
 from recbench.api.types import Request, SamplingParams  # noqa: E402
