@@ -1,4 +1,4 @@
-"""Test helpers: compose the real Hydra config in-process."""
+"""Test helpers: compose the real Hydra config in-process, run the entry point in-process (run_cli), read a run dir."""
 from __future__ import annotations
 
 from hydra import compose, initialize_config_module

@@ -38,7 +38,7 @@ def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, level: float = 0.9
 
     The same draws and quantiles as scipy.stats.bootstrap(method="percentile", vectorized, one batch) with
     default_rng(seed), written out because importing scipy.stats costs more start-up time than the rest of a run;
-    tests/core/test_core_ptc.py checks equality with scipy on many inputs.
+    tests/core/test_core_bootstrap.py checks equality with scipy on many inputs.
     """
     x = np.asarray(values, dtype=float)
     if len(x) < 2:

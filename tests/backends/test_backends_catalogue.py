@@ -1,12 +1,16 @@
 """The model catalogue and the SLURM launcher preset compose; every entry is usable and overridable from the CLI."""
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 from hydra.utils import get_class
+from omegaconf import OmegaConf
 
 from backends_stub import compose_cfg
+
+pytestmark = pytest.mark.fast
 
 MODEL_DIR = Path(__file__).resolve().parents[2] / "conf" / "model"
 KINDS = {"recbench.backends.vllm.VLLMBackend", "recbench.backends.openai.OpenAIBackend",
@@ -14,9 +18,17 @@ KINDS = {"recbench.backends.vllm.VLLMBackend", "recbench.backends.openai.OpenAIB
 MODELS = sorted(p.stem for p in MODEL_DIR.glob("*.yaml") if p.stem not in ("none", "predictions"))
 
 
+@lru_cache(maxsize=None)
+def model(name: str):
+    """conf/model/<name>.yaml as `model=<name>` composes it (composed once per name for this file; read-only)."""
+    m = compose_cfg(f"model={name}").model
+    OmegaConf.set_readonly(m, True)
+    return m
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_every_model_config_composes(name):
-    m = compose_cfg(f"model={name}").model
+    m = model(name)
     assert m.name == name and int(m.context_length) > 0
     b = m.backend
     assert b._target_ in KINDS
@@ -51,15 +63,15 @@ LLMREC = {"gpt35-turbo", "chatglm6b", "llama2-7b", "alpaca7b", "vicuna13b"}
 
 
 def test_catalogue_is_the_papers_rosters():
-    papers = {n: set(compose_cfg(f"model={n}").model.get("papers") or []) for n in MODELS}
+    papers = {n: set(model(n).get("papers") or []) for n in MODELS}
     assert {n for n, p in papers.items() if "perrec" in p} == set(PERREC_TABLE1)
     assert {n for n, p in papers.items() if "recbench_plus" in p} == RECBENCH_PLUS
     assert {n for n, p in papers.items() if "llmrec" in p} == LLMREC
     for n, model_id in PERREC_TABLE1.items():
-        m = compose_cfg(f"model={n}").model
+        m = model(n)
         assert m.backend.model == model_id, n
         assert m.description and m.paper_name  # one-line description for `list models`; the paper's row label
-    m = compose_cfg("model=llama70b").model
+    m = model("llama70b")
     assert m.backend.tensor_parallel_size == 4 and m.backend.dtype == "bfloat16"
 
 
@@ -68,17 +80,17 @@ def test_open_models_have_a_vllm_preset_sized_for_them():
              "gemma27b": 2, "qwen32b": 2, "qwen-coder32b": 2, "llama70b": 4, "qwen72b": 4, "mixtral8x22b": 8,
              "mistral-large": 8, "llama405b": 16}
     for n, gpus in sizes.items():
-        m = compose_cfg(f"model={n}").model
+        m = model(n)
         b = m.backend
         assert b._target_.endswith("VLLMBackend") and b.dtype == "bfloat16", n
         assert b.tensor_parallel_size * b.pipeline_parallel_size == gpus == m.gpus, n
-    b = compose_cfg("model=llama405b").model.backend
+    b = model("llama405b").backend
     assert (b.tensor_parallel_size, b.pipeline_parallel_size, b.distributed_executor_backend) == (8, 2, "ray")
 
 
 def test_gemma_entries_fold_the_system_prompt():
     for n in MODELS:
-        b = compose_cfg(f"model={n}").model.backend
+        b = model(n).backend
         assert list(b.get("quirks") or []) == (["fold_system"] if "gemma-2" in str(b.get("model")) else []), n
 
 

@@ -1,13 +1,17 @@
 """The hf backend's decoding-step bar moves once per generated token of a batch (real SmolLM2)."""
 from __future__ import annotations
 
-import torch
-from transformers import StoppingCriteriaList
+import pytest
 
-from recbench.backends.hf import token_bar
+pytestmark = pytest.mark.slow
 
 
 def test_token_bar_counts_every_decoding_step(smollm2):
+    import torch  # torch and transformers only where the test runs (collecting the fast tier imports this file)
+    from transformers import StoppingCriteriaList
+
+    from recbench.backends.hf import token_bar
+
     tok, model = smollm2.tokenizer, smollm2.model
     prompts = [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
                for t in ("Name three colours.", "Count from one to ten.")]

@@ -18,6 +18,8 @@ from recbench.backends.openai import OpenAIBackend, _Failure, _parse  # noqa: E4
 from recbench.backends.transport import HttpReply  # noqa: E402
 from recbench.api.types import Request, SamplingParams  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=5.0)
 
 

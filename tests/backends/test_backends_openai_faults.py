@@ -20,6 +20,8 @@ from recbench.backends.retry import RetryPolicy, parse_retry_after  # noqa: E402
 from recbench.run.cost import run_cost  # noqa: E402
 from recbench.api.types import Request, SamplingParams  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=2.0)
 
 

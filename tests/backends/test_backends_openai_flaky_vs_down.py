@@ -12,6 +12,10 @@ from pathlib import Path
 
 from backends_stub import FLAKY_FAULTS, StubServer, refused_url, start_stub_process  # noqa: E402
 
+import pytest
+
+pytestmark = pytest.mark.full
+
 #: the fault kinds the flaky stub injects on a request's first two attempts (slow = past timeout_s=1.5)
 KINDS = FLAKY_FAULTS
 

@@ -12,6 +12,8 @@ from backends_stub import StubServer, default_answer, get_stats, request_key, st
 from recbench.backends.openai import OpenAIBackend  # noqa: E402
 from recbench.api.types import Request, SamplingParams  # noqa: E402
 
+pytestmark = pytest.mark.fast
+
 
 def _post(url: str, content: str) -> dict:
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": content}]}).encode()
@@ -20,6 +22,7 @@ def _post(url: str, content: str) -> dict:
         return json.loads(r.read())
 
 
+@pytest.mark.full  # the stub in its own process, killed clients
 def test_stub_process_counts_paid_requests_and_stragglers_across_processes():
     prompts = [f"prompt {i}" for i in range(12)]
     probe = StubServer(straggler_share=0.5, straggler_s=0.6, latency_s=0.0)  # same hash rule, never started

@@ -13,6 +13,8 @@ from recbench.cli.cache import main
 from recbench.store.cache_tools import merge, stats
 from recbench.api.types import Request, SamplingParams
 
+pytestmark = pytest.mark.full
+
 IDENTITY = {"kind": "hf", "name": "test-model", "weights": "sha256:0"}
 
 WORKER = textwrap.dedent("""

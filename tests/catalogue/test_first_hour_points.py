@@ -18,6 +18,8 @@ from recbench.cli.catalogue import default_choice, description, first_sentence, 
 from recbench.api.errors import ConfigError
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 
 

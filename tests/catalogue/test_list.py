@@ -9,6 +9,8 @@ import pytest
 
 from recbench.cli.catalogue import first_sentence, list_methods, list_models, list_tasks, main, names
 
+pytestmark = pytest.mark.fast
+
 REPO = Path(__file__).resolve().parents[2]
 
 

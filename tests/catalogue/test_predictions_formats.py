@@ -9,6 +9,8 @@ import pytest
 from recbench.backends.predictions import PredictionsBackend, read_predictions
 from recbench.api.types import Request, SamplingParams
 
+pytestmark = pytest.mark.fast
+
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
     p = tmp_path / name

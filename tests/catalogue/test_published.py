@@ -8,6 +8,8 @@ import yaml
 
 from recbench.report.published import compare, load_file, load_published, outside_ci, published_dir
 
+pytestmark = pytest.mark.fast
+
 CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 

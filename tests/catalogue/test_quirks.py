@@ -13,6 +13,8 @@ import pytest
 from recbench.backends.quirks import apply_quirks, check_quirks, fold_system
 from recbench.api.types import Request, SamplingParams
 
+pytestmark = pytest.mark.fast
+
 #: chat_template of google/gemma-2-9b-it (tokenizer_config.json); rejects "system", requires user/model alternation
 GEMMA2_TEMPLATE = (
     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"

@@ -5,6 +5,10 @@ from recbench.backends.openai import OpenAIBackend
 from recbench.testing.openai_stub import StubServer
 from recbench.api.types import Request, SamplingParams
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_openai_backend_folds_the_system_prompt_and_keys_it():
     seen = []

@@ -14,6 +14,8 @@ pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install
 
 from recbench.store.cache_tools import stats  # noqa: E402
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 3
 

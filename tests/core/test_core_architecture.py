@@ -9,6 +9,10 @@ from pathlib import Path
 
 import networkx as nx
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 PKG = Path(__file__).resolve().parents[2] / "recbench"
 # the core is recbench/ outside the benchmark packages (recbench/tasks, recbench/kg) and the test doubles
 BENCHMARK_PARTS = {"tasks", "kg"}

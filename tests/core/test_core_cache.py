@@ -5,6 +5,10 @@ import sys
 from recbench.store.response_cache import ResponseCache, cache_key
 from recbench.api.types import Constraint, Request, Response, SamplingParams
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 MSG = [{"role": "user", "content": "Rate 'Dune' from 1 to 5."}]
 MODEL = {"kind": "hf", "name": "m", "weights": "sha256:abc", "adapter": None, "chat_template": "t1"}
 
@@ -44,6 +48,7 @@ def test_hits_misses_and_errors_never_cached(tmp_path):
     assert (c.hits, c.misses) == (1, 2)
 
 
+@pytest.mark.full  # three writer processes
 def test_concurrent_processes_share_the_cache(tmp_path):
     path = tmp_path / "shared.sqlite"
     code = (

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 
 

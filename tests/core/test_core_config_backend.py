@@ -3,8 +3,6 @@ conf/model entry composes onto its schema, and the CLI names the key of a wrong 
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,8 @@ from omegaconf import OmegaConf
 
 from recbench.api.config import BACKEND_SCHEMAS
 from tests.helpers import compose_cfg
+
+pytestmark = pytest.mark.fast
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml"))
@@ -60,9 +60,12 @@ def test_typed_values_are_converted_and_specific_keys_stay_free_form():
     assert compose_cfg(["model=smollm2", "+model.backend.adapter=some/dir"]).model.backend.adapter == "some/dir"
 
 
-def test_cli_names_the_key_in_one_line():
-    r = subprocess.run([sys.executable, "-m", "recbench", "model=gpt4o", "model.backend.timeout_s=soon"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "model.backend.timeout_s" in lines[0] and "Float" in lines[0], r.stderr
+def test_cli_names_the_key_in_one_line(tmp_path, monkeypatch, capfd):
+    from tests.helpers import run_cli
+    from tests.toy import TOY, isolate
+
+    isolate(monkeypatch, tmp_path)
+    r = run_cli([*TOY, "model=gpt4o", "model.backend.timeout_s=soon"], capfd)
+    assert r.code == 2 and r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and "model.backend.timeout_s" in lines[0] and "Float" in lines[0], r.err

@@ -12,6 +12,8 @@ from recbench.run.construct import build_task
 from recbench.api.task import Settings, to_plain, with_conf_defaults
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 
 def test_task_and_method_read_the_same_wrapper():
     cfg = compose_cfg(["task=llmrec_rating", "method=zero_shot", "model=none"])

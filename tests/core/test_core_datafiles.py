@@ -9,6 +9,8 @@ from recbench.api.datafiles import (check_unique, finite, jsonl_records, numeric
                                 text_lines)
 from recbench.api.errors import DataError
 
+pytestmark = pytest.mark.fast
+
 
 def test_text_lines_numbers_lines_and_skips_blanks(tmp_path):
     p = tmp_path / "a.txt"

@@ -11,6 +11,8 @@ import pytest
 from recbench.store import derived_cache
 from recbench.store.derived_cache import MANIFEST, discard, folder_complete, folder_entry
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture()
 def cache_dir(tmp_path):

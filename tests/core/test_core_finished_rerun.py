@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from recbench.run.evaluate import run_from_config
 from recbench.store.finished import FINISHED_NAME
 from recbench.store.runstore import dumps_line
-from tests.doubles import CountingBackend
-from tests.helpers import compose_cfg
+from tests.toy import toy_cfg
+from tests.toy.scripted import ToyBackend
+
+pytestmark = pytest.mark.fast
 
 
 def _cfg(tmp_path, *extra):
-    return compose_cfg(["method=listwise", "limit=6", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false",
-                        "model=smollm2", "~model.backend", "+model.backend._target_=tests.doubles.CountingBackend",
-                        *extra])
+    return toy_cfg(["limit=6", *extra], tmp_path)
 
 
 def _without_invocation(m: dict) -> dict:
@@ -58,7 +60,7 @@ def test_changed_samples_or_config_take_the_full_path(tmp_path, monkeypatch):
     run_from_config(cfg, d)
     lines = (d / "samples.jsonl").read_text().splitlines(keepends=True)
     (d / "samples.jsonl").write_text("".join(lines[:-1]))  # one finished example lost: it must run again
-    CountingBackend.built = 0
+    ToyBackend.built = 0
     m = run_from_config(cfg, d)
     assert m["this_invocation"]["examples_skipped"] == 5 and m["this_invocation"]["examples_finished"] == 1
     assert m["counts"]["examples"] == 6

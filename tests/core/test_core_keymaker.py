@@ -7,6 +7,10 @@ import random
 from recbench.store.response_cache import KeyMaker
 from recbench.api.types import Constraint, Request, SamplingParams, sha256_json
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def _requests(n: int = 120) -> list[Request]:
     rng = random.Random(3)

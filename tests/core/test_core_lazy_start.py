@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import json
 
-from recbench.run.evaluate import run_from_config
-from tests.doubles import CountingBackend
-from tests.helpers import compose_cfg
+import pytest
 
+from recbench.run.evaluate import run_from_config
+from tests.toy import toy_cfg
+from tests.toy.scripted import ToyBackend as CountingBackend
+
+pytestmark = pytest.mark.fast
 
 
 def _cfg(tmp_path):
-    return compose_cfg(["method=listwise", "limit=6", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false",
-                        "model=smollm2", "~model.backend", "+model.backend._target_=tests.doubles.CountingBackend"])
+    return toy_cfg(["limit=6"], tmp_path)
 
 
 def test_backend_built_on_first_miss_only(tmp_path):
@@ -26,4 +28,4 @@ def test_backend_built_on_first_miss_only(tmp_path):
     assert CountingBackend.built == 1 and m3["this_invocation"]["cache_hits"] == 6
     assert m3["metrics"] == m1["metrics"]
     # versions.json keeps the identity of the run that loaded the model
-    assert json.loads((tmp_path / "a" / "versions.json").read_text())["backend_identity"]["kind"] == "counting"
+    assert json.loads((tmp_path / "a" / "versions.json").read_text())["backend_identity"]["kind"] == "toy"

@@ -1,5 +1,5 @@
-"""The loop: resume after completion (zero calls), after SIGKILL (same metrics, calls only for unfinished work),
-and errors recorded without being cached."""
+"""The loop on the toy task: resume after completion (zero calls), after SIGKILL (same metrics, calls only for
+unfinished work), and errors recorded without being cached."""
 import json
 import os
 import signal
@@ -8,32 +8,36 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from recbench.run.evaluate import run_from_config
 from recbench.store.schema import SCHEMA_VERSION
 from tests.doubles import ScriptedBackend
-from tests.helpers import compose_cfg, listwise_answer
+from tests.toy import toy_cfg
+from tests.toy.scripted import reverse
 
+pytestmark = pytest.mark.fast
 REPO = Path(__file__).resolve().parents[2]
+N = 36  # the toy task's examples
 
 
 def _cfg(tmp_path, name, extra=()):
-    return compose_cfg(["method=listwise", f"cache.path={tmp_path / name / 'cache.sqlite'}", "run.progress=false",
-                        "run.bootstrap_resamples=200", *extra])
+    return toy_cfg(["run.bootstrap_resamples=200", *extra], tmp_path / name)
 
 
 def test_rerun_after_completion_makes_no_backend_call(tmp_path):
     cfg = _cfg(tmp_path, "a")
-    b1 = ScriptedBackend(listwise_answer, batch_size=16)
+    b1 = ScriptedBackend(reverse, batch_size=16)
     m1 = run_from_config(cfg, tmp_path / "a" / "run", backend=b1)
-    assert b1.calls == 120 and m1["counts"]["examples"] == 120 and m1["complete"]
-    b2 = ScriptedBackend(listwise_answer)
+    assert b1.calls == N and m1["counts"]["examples"] == N and m1["complete"]
+    b2 = ScriptedBackend(reverse)
     m2 = run_from_config(cfg, tmp_path / "a" / "run", backend=b2)
-    assert b2.calls == 0 and m2["this_invocation"]["examples_skipped"] == 120
+    assert b2.calls == 0 and m2["this_invocation"]["examples_skipped"] == N
     assert m2["metrics"] == m1["metrics"]
     # a NEW run dir with the same config is served from the cache: still no backend call
-    b3 = ScriptedBackend(listwise_answer)
+    b3 = ScriptedBackend(reverse)
     m3 = run_from_config(cfg, tmp_path / "a" / "run2", backend=b3)
-    assert b3.calls == 0 and m3["this_invocation"]["cache_hits"] == 120 and m3["metrics"] == m1["metrics"]
+    assert b3.calls == 0 and m3["this_invocation"]["cache_hits"] == N and m3["metrics"] == m1["metrics"]
     files = {p.name for p in (tmp_path / "a" / "run").iterdir()}
     assert {"samples.jsonl", "metrics.json", "config.yaml", "versions.json"} <= files
     saved = json.loads((tmp_path / "a" / "run" / "metrics.json").read_text())
@@ -41,19 +45,23 @@ def test_rerun_after_completion_makes_no_backend_call(tmp_path):
 
 
 def test_limit_runs_first_n(tmp_path):
-    b = ScriptedBackend(listwise_answer)
+    b = ScriptedBackend(reverse)
     m = run_from_config(_cfg(tmp_path, "l", ["limit=7"]), tmp_path / "l" / "run", backend=b)
     assert b.calls == 7 and m["counts"]["examples"] == 7
+    ids = [json.loads(x)["id"] for x in (tmp_path / "l" / "run" / "samples.jsonl").read_text().splitlines()]
+    # run.limit_strategy=stratified (the default): round robin over the levels, each in the task's order
+    assert sorted(ids) == ["easy-00", "easy-01", "easy-02", "hard-00", "hard-01", "medium-00", "medium-01"]
 
 
 def test_backend_errors_are_recorded_not_cached_and_retried(tmp_path):
     cfg = _cfg(tmp_path, "e", ["limit=10"])
-    flaky = ScriptedBackend(lambda r: (_ for _ in ()).throw(RuntimeError("HTTP 503")) if "Puppy" in r.messages[-1][1] else listwise_answer(r))
+    flaky = ScriptedBackend(lambda r: (_ for _ in ()).throw(RuntimeError("HTTP 503")) if "Blue" in r.messages[-1][1]
+                            else reverse(r))
     m = run_from_config(cfg, tmp_path / "e" / "run", backend=flaky)
     failed = m["counts"]["backend_errors"]
     assert failed > 0 and m["counts"]["examples"] == 10 - failed and not m["complete"]
     assert len((tmp_path / "e" / "run" / "errors.jsonl").read_text().splitlines()) == failed
-    good = ScriptedBackend(listwise_answer)
+    good = ScriptedBackend(reverse)
     m2 = run_from_config(cfg, tmp_path / "e" / "run", backend=good)
     assert good.calls == failed and m2["counts"]["examples"] == 10 and m2["complete"]
 
@@ -63,32 +71,34 @@ import sys, time
 sys.path.insert(0, {repo!r})
 from recbench.run.evaluate import run_from_config
 from tests.doubles import ScriptedBackend
-from tests.helpers import compose_cfg, listwise_answer
-cfg = compose_cfg(["method=listwise", "cache.path={cache}", "run.progress=false", "run.chunk_size=8"])
+from tests.toy import toy_cfg
+from tests.toy.scripted import reverse
+cfg = toy_cfg(["cache.path={cache}", "run.chunk_size=4"])
 def slow(req):
-    time.sleep(0.05)
-    return listwise_answer(req)
-run_from_config(cfg, {run!r}, backend=ScriptedBackend(slow, batch_size=8))
+    time.sleep(0.1)
+    return reverse(req)
+run_from_config(cfg, {run!r}, backend=ScriptedBackend(slow, batch_size=4))
 """
 
 
+@pytest.mark.full  # a second interpreter, killed
 def test_sigkill_midway_then_resume_gives_same_metrics(tmp_path):
     # uninterrupted reference run
-    ref = run_from_config(_cfg(tmp_path, "ref"), tmp_path / "ref" / "run", backend=ScriptedBackend(listwise_answer))
+    ref = run_from_config(_cfg(tmp_path, "ref"), tmp_path / "ref" / "run", backend=ScriptedBackend(reverse))
     run_dir, cache = tmp_path / "k" / "run", tmp_path / "k" / "cache.sqlite"
     script = KILL_SCRIPT.format(repo=str(REPO), cache=cache, run=str(run_dir))
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
     samples = run_dir / "samples.jsonl"
     deadline = time.time() + 120
-    while time.time() < deadline and (not samples.exists() or len(samples.read_text().splitlines()) < 30):
-        time.sleep(0.05)
+    while time.time() < deadline and (not samples.exists() or len(samples.read_text().splitlines()) < 8):
+        time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = len([ln for ln in samples.read_text().splitlines() if ln.strip()])
-    assert 30 <= done_before < 120
-    resumed = ScriptedBackend(listwise_answer)
+    assert 8 <= done_before < N
+    resumed = ScriptedBackend(reverse)
     m = run_from_config(_cfg(tmp_path, "k"), run_dir, backend=resumed)
     # only unfinished examples reach the backend (some of those may already be in the cache)
-    assert resumed.calls <= 120 - done_before
+    assert resumed.calls <= N - done_before
     assert m["this_invocation"]["examples_skipped"] == done_before
-    assert m["counts"]["examples"] == 120 and m["metrics"] == ref["metrics"]
+    assert m["counts"]["examples"] == N and m["metrics"] == ref["metrics"]

@@ -23,7 +23,9 @@ from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
 
 SHARED = {"llmrec_direct_p5", "llmrec_sequential_p5", "llmrec_rating_az23", "llmrec_explanation_az23",
-          "llmrec_summary_az23", "recbench_plus_ml100k", "recbench_plus_ml100k_heldout"}
+          "llmrec_summary_az23", "recbench_plus_ml100k", "recbench_plus_ml100k_heldout",
+          "memorization_ml100k", "memorization_ml_latest_small", "memorization_ml1m", "memorization_beauty",
+          "memorization_beauty_az23"}
 DECLARED = {"higher", "lower", "none"}
 
 
@@ -120,6 +122,8 @@ def test_every_metric_of_every_task_and_method_has_a_declared_direction(task, tm
 
 # ---- a user's own task with a metric nobody registered ---------------------------------------------------------------
 from recbench.tasks.generic.task import GenericTask  # noqa: E402
+
+pytestmark = pytest.mark.full
 
 USER_METRIC = "issue20_answer_length"
 

@@ -1,11 +1,13 @@
 """Honest progress (issue 23, item 3): the bar counts answered model requests of an exact total for single-round
 methods (a growing one, marked '+', otherwise), finished examples beside them, with a rate; it appears only when a
 model is asked, after the one line that says which model started and how long that took. Pinned with the scripted
-double backend on real PerRecBench examples."""
+double backend on the toy task."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 from recbench.run.evaluate import run_from_config
 from recbench.store.response_cache import ResponseCache
@@ -14,7 +16,11 @@ from recbench.run.loop import EvalLoop
 from recbench.run.progress import model_label
 from recbench.store.runstore import RunStore
 from tests.doubles import ScriptedBackend
-from tests.helpers import compose_cfg, listwise_answer
+from tests.helpers import compose_cfg
+from tests.toy import toy_cfg
+from tests.toy.scripted import reverse
+
+pytestmark = pytest.mark.fast
 
 BAR = re.compile(r"requests (\d+)/(\d+)(\+?) \| examples (\d+)/(\d+)")
 
@@ -35,7 +41,7 @@ class Watching(ScriptedBackend):
 
 def _run(tmp_path: Path, overrides: list[str], backend=None, run: str = "run") -> EvalLoop:
     """The app's loop (task, method, examples, cache, run store) with the bar on, answered by `backend`."""
-    cfg = compose_cfg([*overrides, f"cache.path={tmp_path / 'cache.sqlite'}"])
+    cfg = toy_cfg(overrides, tmp_path)
     task = build_task(cfg)
     method = task.make_method(cfg.method, cfg.sampling)
     examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
@@ -57,13 +63,9 @@ def _bars(err: str) -> list[tuple[int, int, bool, int, int]]:
     return [(int(a), int(t), m == "+", int(d), int(e)) for a, t, m, d, e in BAR.findall(err)]
 
 
-def pairwise_answer(req) -> str:
-    return "[User A]"
-
-
 def test_single_round_total_is_exact_before_the_first_answer(tmp_path, capsys):
-    be = Watching(listwise_answer)
-    loop = _run(tmp_path, ["method=listwise", "limit=12"], be)
+    be = Watching(reverse)
+    loop = _run(tmp_path, ["limit=12"], be)
     assert be.seen == [(0, 12, True), (4, 12, True), (8, 12, True)]  # 12 requests known up front, 4 per batch
     assert loop._progress.answered == be.calls == 12 and loop._progress.examples_done == 12
     err = capsys.readouterr().err
@@ -73,8 +75,8 @@ def test_single_round_total_is_exact_before_the_first_answer(tmp_path, capsys):
 
 
 def test_multi_round_total_grows_and_is_marked(tmp_path, capsys):
-    be = Watching(pairwise_answer)
-    loop = _run(tmp_path, ["method=pairwise", "limit=6"], be)
+    be = Watching(reverse)
+    loop = _run(tmp_path, ["method.rounds=2", "limit=6"], be)
     totals = [t for _, t, _ in be.seen]
     assert totals == sorted(totals) and totals[0] < be.calls  # later rounds add requests
     assert not any(exact for *_, exact in be.seen)
@@ -85,18 +87,18 @@ def test_multi_round_total_grows_and_is_marked(tmp_path, capsys):
 
 
 def test_chunked_single_round_grows_too(tmp_path, capsys):
-    be = Watching(listwise_answer)
-    _run(tmp_path, ["method=listwise", "limit=12", "run.chunk_size=4"], be)
+    be = Watching(reverse)
+    _run(tmp_path, ["limit=12", "run.chunk_size=4"], be)
     assert be.seen[0] == (0, 4, False)  # only the 4 examples in progress are known
     bars = _bars(capsys.readouterr().err)
     assert bars[0][:3] == (0, 4, True) and bars[-1] == (12, 12, False, 12, 12)
 
 
 def test_cached_answers_are_not_counted_as_requests(tmp_path, capsys):
-    _run(tmp_path, ["method=listwise", "limit=6"], ScriptedBackend(listwise_answer), run="a")
+    _run(tmp_path, ["limit=6"], ScriptedBackend(reverse), run="a")
     capsys.readouterr()
-    be = ScriptedBackend(listwise_answer)
-    _run(tmp_path, ["method=listwise", "limit=12"], be, run="b")
+    be = ScriptedBackend(reverse)
+    _run(tmp_path, ["limit=12"], be, run="b")
     bars = _bars(capsys.readouterr().err)
     assert be.calls == 6
     assert bars[0] == (0, 6, False, 6, 12) and bars[-1] == (6, 6, False, 12, 12)  # 6 examples done from the cache
@@ -104,32 +106,31 @@ def test_cached_answers_are_not_counted_as_requests(tmp_path, capsys):
 
 def test_errors_are_answers_and_their_examples_count_as_done(tmp_path, capsys):
     def flaky(req):
-        if "User C" in req.messages[-1][1]:  # groups of 3+ users fail
+        if "Item C" in req.messages[-1][1]:  # examples of 3+ items fail
             raise RuntimeError("boom")
-        return listwise_answer(req)
+        return reverse(req)
 
-    loop = _run(tmp_path, ["method=listwise", "limit=12"], ScriptedBackend(flaky))
+    loop = _run(tmp_path, ["limit=12"], ScriptedBackend(flaky))
     assert loop.stats.backend_errors == 8 and loop._progress.answered == 12 and loop._progress.examples_done == 12
     assert _bars(capsys.readouterr().err)[-1] == (12, 12, False, 12, 12)
 
 
 def test_no_bar_when_no_model_is_asked(tmp_path, capsys):
-    _run(tmp_path, ["method=bm25_history", "limit=12"])
+    _run(tmp_path, ["method=toy_popular", "limit=12"])
     assert "requests" not in capsys.readouterr().err
-    _run(tmp_path, ["method=listwise", "limit=6"], ScriptedBackend(listwise_answer), run="a")
+    _run(tmp_path, ["limit=6"], ScriptedBackend(reverse), run="a")
     capsys.readouterr()
-    be = ScriptedBackend(listwise_answer)
-    _run(tmp_path, ["method=listwise", "limit=6"], be, run="b")  # every answer from the cache
+    be = ScriptedBackend(reverse)
+    _run(tmp_path, ["limit=6"], be, run="b")  # every answer from the cache
     assert be.calls == 0 and "requests" not in capsys.readouterr().err
 
 
 def test_one_line_says_which_model_started_before_the_bar(tmp_path, capsys):
-    cfg = compose_cfg(["method=listwise", "limit=6", f"cache.path={tmp_path / 'c.sqlite'}", "model=smollm2",
-                       "~model.backend", "+model.backend._target_=tests.doubles.CountingBackend"])
+    cfg = toy_cfg(["limit=6", "run.progress=true"], tmp_path)
     run_from_config(cfg, tmp_path / "a")
     err = capsys.readouterr().err
     lines = [ln for ln in re.split(r"[\r\n]", err) if ln.strip()]
-    started = [i for i, ln in enumerate(lines) if re.fullmatch(r"recbench: model smollm2 \(counting\) ready in "
+    started = [i for i, ln in enumerate(lines) if re.fullmatch(r"recbench: model toy_scripted \(toy\) ready in "
                                                                r"\d+\.\d s", ln)]
     assert len(started) == 1 and started[0] < next(i for i, ln in enumerate(lines) if BAR.search(ln))
     run_from_config(cfg, tmp_path / "b")  # every answer cached: no model started, no bar

@@ -1,7 +1,8 @@
 """Run-store and file failures end with one `recbench:` line and an honest exit code (2, or 143/130 for signals),
 no traceback, no `*.tmp` left behind and no metrics.json written for the failed invocation: a damaged samples.jsonl
 line, a damaged response cache met mid-run, a full disk (run dir or cache), a URL with credentials, a deleted
-prompts.jsonl, SIGTERM and Ctrl-C."""
+prompts.jsonl, SIGTERM and Ctrl-C. On the toy task; in-process through the entry point where the test is about
+logic, in a second interpreter where it is about the process (signals, a sweep)."""
 from __future__ import annotations
 
 import errno
@@ -9,8 +10,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,19 +20,28 @@ from recbench.store.response_cache import CACHE_FIX, ResponseCache, messages_has
 from recbench.store.diskspace import DiskFull
 from recbench.testing.openai_stub import StubServer
 from tests.doubles import ScriptedBackend
-from tests.helpers import compose_cfg, listwise_answer
+from tests.helpers import run_cli
+from tests.toy import TOY, isolate, toy_cfg
+from tests.toy import toy_cli as _cli
+from tests.toy.scripted import reverse
 
+pytestmark = pytest.mark.fast
 RUN_FILES = ("samples.jsonl", "prompts.jsonl", "metrics.json", "config.yaml", "versions.json")
 
 
-def _cli(tmp: Path, *args: str, popen: bool = False, **kw):
-    env = {**os.environ, "RECBENCH_RUNS_DIR": str(tmp / "runs"), "RECBENCH_CACHE_DIR": str(tmp / "cache")}
-    flags = [a for a in args if a.startswith("-")]  # e.g. -m (a sweep) goes before the overrides
-    cmd = [sys.executable, "-m", "recbench", *flags, "task=perrec", "run.progress=false",
-           *[a for a in args if not a.startswith("-")]]
-    if popen:
-        return subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=600, **kw)
+class _Run:
+    """A finished in-process run seen as a CompletedProcess (returncode, stdout, stderr)."""
+
+    def __init__(self, r):
+        self.returncode, self.stdout, self.stderr = r.code, r.out, r.err
+
+
+@pytest.fixture()
+def cli(tmp_path, monkeypatch, capfd):
+    """`python -m recbench <TOY> <args>` in this process, runs and cache under tmp_path."""
+    isolate(monkeypatch, tmp_path)
+    return lambda *args: _Run(run_cli([*[a for a in args if a.startswith("-")], *TOY,
+                                       *[a for a in args if not a.startswith("-")]], capfd))
 
 
 def _one_error_line(stderr: str) -> str:
@@ -53,27 +61,30 @@ def _snapshot(run_dir: Path) -> dict[str, bytes]:
 
 
 # ---- damaged run-store lines --------------------------------------------------------------------------------
-@pytest.mark.parametrize("line, what", [
+DAMAGED_LINES = [
     (b'{"id": "x\xff\xfe"}\n', "not UTF-8 text"),
     (b"[1, 2, 3]\n", "a JSON list, not a record"),
     (b'{"id": "x", "calls": 5}\n', "'calls' is a int, not a list"),
     (b'{"id": "x", "calls": [7]}\n', "not a valid record"),
-])
-def test_a_damaged_samples_line_is_one_line_naming_file_and_line(tmp_path, line, what):
-    first = _cli(tmp_path, "method=bm25_history", "limit=3")
-    assert first.returncode == 0, first.stderr
-    run_dir = next((tmp_path / "runs").rglob("samples.jsonl")).parent
-    with open(run_dir / "samples.jsonl", "ab") as f:
-        f.write(line)
-    before = _snapshot(run_dir)
-    p = _cli(tmp_path, "method=bm25_history", "limit=3")
-    assert p.returncode == 2, p.stderr
-    err = _one_error_line(p.stderr)
-    assert f"{run_dir / 'samples.jsonl'}:4:" in err and what in err and "fix or delete this line" in err, err
-    assert _snapshot(run_dir) == before and not _tmp_files(tmp_path)  # nothing written, metrics.json as it was
+]
+
+
+def test_a_damaged_samples_line_is_one_line_naming_file_and_line(tmp_path, cli):
     from recbench.cli import view
 
-    assert view.main([str(run_dir)]) == 1  # the viewer says the same in one line (its own exit code)
+    first = cli("method=toy_popular", "limit=3")
+    assert first.returncode == 0, first.stderr
+    run_dir = next((tmp_path / "runs").rglob("samples.jsonl")).parent
+    good = (run_dir / "samples.jsonl").read_bytes()
+    for line, what in DAMAGED_LINES:  # each on the finished run's own samples
+        (run_dir / "samples.jsonl").write_bytes(good + line)
+        before = _snapshot(run_dir)
+        p = cli("method=toy_popular", "limit=3")
+        assert p.returncode == 2, p.stderr
+        err = _one_error_line(p.stderr)
+        assert f"{run_dir / 'samples.jsonl'}:4:" in err and what in err and "fix or delete this line" in err, err
+        assert _snapshot(run_dir) == before and not _tmp_files(tmp_path)  # nothing written, metrics.json as it was
+        assert view.main([str(run_dir)]) == 1  # the viewer says the same in one line (its own exit code)
 
 
 # ---- the response cache damaged or full --------------------------------------------------------------------
@@ -92,15 +103,15 @@ def _corrupt_table_leaves(path: Path) -> int:
     return hit
 
 
-def test_a_cache_damaged_mid_run_is_one_line_and_no_metrics(tmp_path):
+def test_a_cache_damaged_mid_run_is_one_line_and_no_metrics(tmp_path, cli):
     cache = tmp_path / "cache" / "responses.sqlite"
     with StubServer() as stub:
         url = f"model.backend.base_url={stub.base_url}"
-        ok = _cli(tmp_path, "model=smollm2-openai", url, "method=listwise", "limit=12")
+        ok = cli("model=smollm2-openai", url, "limit=12")
         assert ok.returncode == 0, ok.stderr
         assert _corrupt_table_leaves(cache) >= 1
         sqlite3.connect(cache).execute("SELECT key FROM responses LIMIT 1").fetchall()  # still opens
-        p = _cli(tmp_path, "model=smollm2-openai", url, "method=listwise", "limit=10")
+        p = cli("model=smollm2-openai", url, "limit=10")
     assert p.returncode == 2, p.stderr
     err = _one_error_line(p.stderr)
     assert str(cache) in err and "move it aside" in err and "cache.enabled=false" in err, err
@@ -147,9 +158,9 @@ def test_an_sqlite_io_error_on_a_full_disk_is_a_full_disk(tmp_path, monkeypatch)
 
 def test_a_cache_filling_up_mid_run_is_disk_full_and_no_metrics(tmp_path, monkeypatch):
     _limit_pages(monkeypatch, 4)
-    cfg = compose_cfg(["method=listwise", "limit=24", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false"])
+    cfg = toy_cfg(["limit=24"], tmp_path)
     with pytest.raises(DiskFull, match="disk full: cannot write the response cache"):
-        run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(listwise_answer))
+        run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(reverse))
     assert not (tmp_path / "run" / "metrics.json").exists() and not _tmp_files(tmp_path)
 
 
@@ -184,12 +195,11 @@ def test_full_disk_mid_run_keeps_what_finished_and_the_rerun_goes_on(tmp_path, m
 
     def full_open(path, mode="r", *a, **kw):  # samples.jsonl has room for about 3 records
         f = real_open(path, mode, *a, **kw)
-        return _FullFile(f, 9000) if "a" in mode and str(path).endswith("samples.jsonl") else f
+        return _FullFile(f, 3000) if "a" in mode and str(path).endswith("samples.jsonl") else f
 
     monkeypatch.setattr(runstore, "open", full_open, raising=False)
-    cfg = compose_cfg(["method=listwise", "limit=12", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false",
-                       "run.chunk_size=1"])
-    backend = ScriptedBackend(listwise_answer)
+    cfg = toy_cfg(["limit=12", "run.chunk_size=1"], tmp_path)
+    backend = ScriptedBackend(reverse)
     with pytest.raises(DiskFull) as ei:
         run_from_config(cfg, tmp_path / "run", backend=backend)
     msg = str(ei.value)
@@ -198,18 +208,18 @@ def test_full_disk_mid_run_keeps_what_finished_and_the_rerun_goes_on(tmp_path, m
     assert 1 <= kept < 12 and ei.value.recbench_kept[:2] == (kept, 12)
     assert not (tmp_path / "run" / "metrics.json").exists() and not _tmp_files(tmp_path)
     monkeypatch.undo()  # room again: the same run goes on, nothing asked twice
-    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(listwise_answer))
+    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(reverse))
     assert m["complete"] and m["counts"]["examples"] == 12 and m["this_invocation"]["examples_skipped"] == kept
 
 
-def test_full_disk_at_metrics_json_is_one_line_and_leaves_no_tmp(tmp_path):
+def test_full_disk_at_metrics_json_is_one_line_and_leaves_no_tmp(tmp_path, cli):
     """A real ENOSPC from the kernel: metrics.json's temp file is /dev/full."""
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full on this system")
-    run_dir = tmp_path / "runs" / "perrec" / "none" / "bm25_history" / "limit=3"
+    run_dir = tmp_path / "runs" / "toy" / "none" / "toy_popular" / "limit=3"
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.json.tmp").symlink_to("/dev/full")
-    p = _cli(tmp_path, "method=bm25_history", "limit=3")
+    p = cli("method=toy_popular", "limit=3")
     assert p.returncode == 2, p.stderr
     err = _one_error_line(p.stderr)
     assert err.startswith("recbench: error: disk full: cannot write") and "metrics.json" in err, err
@@ -220,14 +230,15 @@ def test_full_disk_at_metrics_json_is_one_line_and_leaves_no_tmp(tmp_path):
 
 
 # ---- secrets in a base URL ------------------------------------------------------------------------------------
+@pytest.mark.full  # end to end: a run and a sweep, each in its own interpreter
 def test_url_credentials_are_used_but_never_reach_a_file_or_a_folder_name(tmp_path):
     user, password, key = "uwalker7", "pw-4f9c2e1b", "qk-83d1c0aa"
     with StubServer() as stub:
         host = stub.base_url.split("://", 1)[1]
         url = f'"http://{user}:{password}@{host}?key={key}"'
-        p = _cli(tmp_path, "model=smollm2-openai", f"model.backend.base_url={url}", "method=listwise", "limit=3")
+        p = _cli(tmp_path, "model=smollm2-openai", f"model.backend.base_url={url}", "limit=3")
         sweep = _cli(tmp_path, "-m", "model=smollm2-openai", f"model.backend.base_url={url}",
-                     "method=listwise,random", "limit=3")
+                     "method=toy_rank,toy_popular", "limit=3")
         auth, paths = set(stub.auth_seen), set(stub.paths)
     assert p.returncode == 0, p.stderr
     assert sweep.returncode == 0, sweep.stderr
@@ -243,9 +254,9 @@ def test_url_credentials_are_used_but_never_reach_a_file_or_a_folder_name(tmp_pa
     assert versions["backend_params"]["base_url"] == f"http://***@{host}?key=***"
 
 
-def test_user_info_and_an_api_key_env_together_are_one_config_line(tmp_path, monkeypatch):
-    p = _cli(tmp_path, "model=smollm2-openai", 'model.backend.base_url="http://u:pw-secret1@127.0.0.1:9/v1"',
-             "model.backend.api_key_env=HOME", "method=listwise", "limit=2")
+def test_user_info_and_an_api_key_env_together_are_one_config_line(tmp_path, cli):
+    p = cli("model=smollm2-openai", 'model.backend.base_url="http://u:pw-secret1@127.0.0.1:9/v1"',
+            "model.backend.api_key_env=HOME", "limit=2")
     assert p.returncode == 2, p.stderr
     err = _one_error_line(p.stderr)
     assert "user info" in err and "api_key_env" in err and "pw-secret1" not in err, err
@@ -255,13 +266,13 @@ def test_user_info_and_an_api_key_env_together_are_one_config_line(tmp_path, mon
 def test_a_deleted_prompts_file_is_restored_from_the_cache(tmp_path):
     from recbench.cli import view
 
-    cfg = compose_cfg(["method=listwise", "limit=6", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false"])
-    run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(listwise_answer))
+    cfg = toy_cfg(["limit=6"], tmp_path)
+    run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(reverse))
     original = (tmp_path / "run" / "prompts.jsonl").read_bytes()
     assert view.load_run(tmp_path / "run")["prompts_missing"] == 0
     (tmp_path / "run" / "prompts.jsonl").unlink()
     assert view.load_run(tmp_path / "run")["prompts_missing"] == 6  # the viewer says they are missing
-    backend = ScriptedBackend(listwise_answer)
+    backend = ScriptedBackend(reverse)
     run_from_config(cfg, tmp_path / "run", backend=backend)
     assert backend.calls == 0 and (tmp_path / "run" / "prompts.jsonl").read_bytes() == original
     data = view.load_run(tmp_path / "run")
@@ -270,18 +281,19 @@ def test_a_deleted_prompts_file_is_restored_from_the_cache(tmp_path):
         assert messages_hash(messages) == h
     # no cache to restore from: the viewer says so honestly (prompt missing, not "not stored")
     (tmp_path / "run" / "prompts.jsonl").unlink()
-    cfg2 = compose_cfg(["method=listwise", "limit=6", "cache.enabled=false", "run.progress=false"])
-    run_from_config(cfg2, tmp_path / "run", backend=ScriptedBackend(listwise_answer))
+    cfg2 = toy_cfg(["limit=6", "cache.enabled=false"])
+    run_from_config(cfg2, tmp_path / "run", backend=ScriptedBackend(reverse))
     assert view.load_run(tmp_path / "run")["prompts_missing"] == 6
     html = view.render(view.load_run(tmp_path / "run"))
     assert "prompt missing: prompts.jsonl does not hold it" in html
 
 
 # ---- signals --------------------------------------------------------------------------------------------------------
+@pytest.mark.full  # signals to a second interpreter
 @pytest.mark.parametrize("sig, code, name", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
                                              (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
 def test_a_signal_keeps_what_finished_says_so_in_one_line_and_the_rerun_goes_on(tmp_path, sig, code, name):
-    args = ["model=smollm2-openai", "method=listwise", "limit=40", "model.backend.concurrency=2"]
+    args = ["model=smollm2-openai", "limit=36", "model.backend.concurrency=2"]
     with StubServer(latency_s=0.3) as stub:
         url = f"model.backend.base_url={stub.base_url}"
         proc = _cli(tmp_path, *args, url, popen=True)
@@ -297,11 +309,11 @@ def test_a_signal_keeps_what_finished_says_so_in_one_line_and_the_rerun_goes_on(
         assert proc.returncode == code, stderr
         err = _one_error_line(stderr)
         kept = len(samples.read_text().splitlines())
-        assert err.startswith(f"recbench: {name}: {kept} of 40 examples finished and kept in "), err
-        assert "rerun the same command" in err and 2 <= kept < 40
+        assert err.startswith(f"recbench: {name}: {kept} of 36 examples finished and kept in "), err
+        assert "rerun the same command" in err and 2 <= kept < 36
         run_dir = samples.parent
         assert not (run_dir / "metrics.json").exists() and not _tmp_files(tmp_path)
         rerun = _cli(tmp_path, *args, url)
     assert rerun.returncode == 0, rerun.stderr
     m = json.loads((run_dir / "metrics.json").read_text())
-    assert m["complete"] and m["counts"]["examples"] == 40 and m["this_invocation"]["examples_skipped"] == kept
+    assert m["complete"] and m["counts"]["examples"] == 36 and m["this_invocation"]["examples_skipped"] == kept

@@ -152,16 +152,16 @@ def test_the_run_dir_of_a_traversing_name_stays_under_the_runs_dir(tmp_path, mon
 
 def test_discard_unused_removes_only_a_run_dir_holding_hydra_files(tmp_path):
     root = tmp_path / "runs"
-    fresh = root / "perrec" / "none" / "random" / "default"
+    fresh = root / "toy" / "none" / "toy_popular" / "default"
     (fresh / ".hydra").mkdir(parents=True)
     (fresh / ".hydra" / "config.yaml").write_text("x: 1\n")
     (fresh / "app.log").write_text("")
-    keep = root / "perrec" / "none" / "bm25_history" / "default"
+    keep = root / "toy" / "none" / "toy_other" / "default"
     keep.mkdir(parents=True)
     (keep / "samples.jsonl").write_text('{"id": "a"}\n')
     assert discard_unused(fresh, root) is True
-    assert not (root / "perrec" / "none" / "random").exists()  # the folders it left empty went too
-    assert (root / "perrec" / "none").is_dir() and root.is_dir()  # not those holding other runs, never the root
+    assert not (root / "toy" / "none" / "toy_popular").exists()  # the folders it left empty went too
+    assert (root / "toy" / "none").is_dir() and root.is_dir()  # not those holding other runs, never the root
     assert discard_unused(keep, root) is False and (keep / "samples.jsonl").read_text() == '{"id": "a"}\n'
     assert discard_unused(tmp_path / "never_made", root) is False
 

@@ -4,34 +4,20 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 import os
 import shutil
-import signal
-import sys
 import tempfile
-import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from tests.helpers import CliResult as Result
+from tests.helpers import run_cli as invoke  # `python -m recbench ...` in this process
+
+__all__ = ["Result", "invoke"]
+
 #: environment that would point a case at files outside its own folder
 _FOREIGN_ENV = ("RECBENCH_OPENAI_BASE_URL", "RECBENCH_JOB_CACHE_DIR", "PERREC_RELEASED", "OPENAI_API_KEY")
-
-
-@dataclass
-class Result:
-    """One invocation: exit code, stdout, stderr, seconds."""
-
-    code: int
-    out: str
-    err: str
-    wall: float
-
-    def recbench_lines(self) -> list[str]:
-        """stderr lines starting with 'recbench:' other than the documented model-started line ('... ready in N s')."""
-        return [ln for ln in self.err.splitlines() if ln.startswith("recbench:") and " ready in " not in ln]
 
 
 @dataclass
@@ -66,47 +52,6 @@ class Ctx:
     def expand(self, args: tuple[str, ...]) -> list[str]:
         """The overrides with {data}, {url} and {tmp} filled in."""
         return [a.format(data=self.data, url=self.url, tmp=self.tmp) for a in args]
-
-
-def invoke(args: list[str], capfd: Any) -> Result:
-    """`python -m recbench <args>` in this process; the exit code as the shell would see it (an exception that
-    escapes is exit 1 with its traceback on stderr, as the interpreter prints it)."""
-    from recbench.store import derived_cache
-    from recbench.__main__ import main
-
-    saved_derived = dict(derived_cache._DIR)  # a run configures the derived-data folder: give the old one back
-    capfd.readouterr()
-    saved_argv, saved_term = sys.argv[:], signal.getsignal(signal.SIGTERM)
-    root = logging.getLogger()
-    saved_log = (root.handlers[:], root.level)  # Hydra configures logging per job: the next test gets it back
-    sys.argv = ["recbench", *args]
-    t0 = time.monotonic()
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if not isinstance(e.code, (int, type(None))):
-            print(e.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 - what the interpreter would print before exiting with 1
-        traceback.print_exc()
-        code = 1
-    finally:
-        sys.argv = saved_argv
-        signal.signal(signal.SIGTERM, saved_term)
-        for h in root.handlers:
-            if h not in saved_log[0]:
-                h.close()
-        root.handlers[:], _ = saved_log
-        root.setLevel(saved_log[1])
-        derived_cache._DIR.clear()
-        derived_cache._DIR.update(saved_derived)
-        from hydra.core.global_hydra import GlobalHydra
-
-        GlobalHydra.instance().clear()
-    wall = time.monotonic() - t0
-    out, err = capfd.readouterr()
-    return Result(code, out, err, wall)
 
 
 def isolate(monkeypatch: Any, tmp: Path) -> None:

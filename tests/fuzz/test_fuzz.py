@@ -12,6 +12,8 @@ import pytest
 from tests.fuzz import runner
 from tests.fuzz.cases import CASES, CATEGORIES, Case
 
+pytestmark = pytest.mark.full
+
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=c.xfail, strict=True)) if c.xfail
                                   else c for c in CASES], ids=[c.id for c in CASES])

@@ -12,6 +12,8 @@ from recbench.run.construct import build_task, bundled_data
 from recbench.api.errors import ConfigError, DataError
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 
 def _yesno(tmp_path: Path, text: str | bytes, *overrides: str):
     p = tmp_path / "rows.jsonl"

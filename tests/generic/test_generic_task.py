@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from jinja2.exceptions import SecurityError
@@ -20,8 +21,9 @@ from recbench.api import metrics as M
 from recbench.tasks.generic import parsers as P
 from recbench.tasks.generic.task import GenericTask, SandboxError, check_template
 from tests.doubles import ScriptedBackend
-from tests.helpers import compose_cfg
+from tests.helpers import compose_cfg, run_cli
 
+pytestmark = pytest.mark.fast
 REPO = Path(__file__).resolve().parents[2]
 
 ROWS = [
@@ -72,8 +74,21 @@ def _cli(args: list[str], tmp: Path, extra_env: dict | None = None, timeout: int
                           text=True, timeout=timeout)
 
 
+@pytest.fixture()
+def cli(tmp_path, monkeypatch, capfd):
+    """`python -m recbench <args>` in this process, runs and cache under tmp_path (returncode, stdout, stderr)."""
+    monkeypatch.setenv("RECBENCH_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("RECBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+    def go(args: list[str]):
+        r = run_cli(args, capfd)
+        return SimpleNamespace(returncode=r.code, stdout=r.out, stderr=r.err)
+
+    return go
+
+
 # ---- the issue's must-show --------------------------------------------------------------------------
-@pytest.mark.slow
+@pytest.mark.slow  # the real model, end to end in its own interpreter
 def test_brand_new_yes_no_benchmark_from_a_user_yaml_runs_end_to_end_with_smollm2(tmp_path):
     conf = user_config(tmp_path)
     r = _cli([f"hydra.searchpath=[file://{conf}]", "task=pref_yesno", "method=zero_shot", "run.progress=false"],
@@ -94,18 +109,18 @@ def test_brand_new_yes_no_benchmark_from_a_user_yaml_runs_end_to_end_with_smollm
             x["label"] for x in ROWS if x["qid"] == rec["id"]) else 0.0)
 
 
-def test_user_yaml_runs_through_the_cli_with_a_reference_row(tmp_path):
+def test_user_yaml_runs_through_the_cli_with_a_reference_row(tmp_path, cli):
     conf = user_config(tmp_path)
-    r = _cli([f"hydra.searchpath=[file://{conf}]", "task=pref_yesno", "method=random", "run.progress=false"], tmp_path)
+    r = cli([f"hydra.searchpath=[file://{conf}]", "task=pref_yesno", "method=random", "run.progress=false"])
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((tmp_path / "runs/pref_yesno/none/random/default/metrics.json").read_text())
     assert m["counts"]["examples"] == 4 and m["metrics"]["accuracy"]["n"] == 4
     # a misspelt task name in the user folder: the error lists the user's task among the valid choices
-    bad = _cli([f"hydra.searchpath=[file://{conf}]", "task=pref_yesnoo", "method=random"], tmp_path)
+    bad = cli([f"hydra.searchpath=[file://{conf}]", "task=pref_yesnoo", "method=random"])
     assert bad.returncode == 2 and "Did you mean 'pref_yesno'?" in bad.stderr and "generic_yesno" in bad.stderr
 
 
-def test_template_reaching_python_internals_gets_a_sandbox_error(tmp_path):
+def test_template_reaching_python_internals_gets_a_sandbox_error(tmp_path, cli):
     with pytest.raises(SandboxError) as e:
         check_template("{{ ''.__class__.__mro__[1].__subclasses__() }}")
     assert isinstance(e.value.__cause__, SecurityError)
@@ -115,7 +130,7 @@ def test_template_reaching_python_internals_gets_a_sandbox_error(tmp_path):
     conf = user_config(tmp_path)
     y = conf / "task" / "pref_yesno.yaml"
     y.write_text(y.read_text().replace("Someone enjoys {{ likes }}.", "{{ likes.__class__.__mro__[1].__subclasses__() }}"))
-    r = _cli([f"hydra.searchpath=[file://{conf}]", "task=pref_yesno", "method=random"], tmp_path)
+    r = cli([f"hydra.searchpath=[file://{conf}]", "task=pref_yesno", "method=random"])
     assert r.returncode == 2 and "sandbox" in r.stderr and "task.prompt.template" in r.stderr, r.stderr
     assert not list((tmp_path / "runs").rglob("samples.jsonl")) or all(
         p.stat().st_size == 0 for p in (tmp_path / "runs").rglob("samples.jsonl"))

@@ -9,6 +9,8 @@ from recbench.kg.conditions import ExtractionConfig, shared_relations
 from recbench.kg.graph import KnowledgeGraph, display_title, normalize_title, split_year
 from recbench.kg.loaders import add_item_table, load_ml100k, load_movielens_dat
 
+pytestmark = pytest.mark.fast
+
 
 def small_kg() -> KnowledgeGraph:
     kg = KnowledgeGraph()

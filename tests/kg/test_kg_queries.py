@@ -9,6 +9,8 @@ from recbench.kg.queries import QUERY_TYPES, BuildConfig, QueryBuilder, render_q
 from recbench.tasks.recbench_plus.data import histories_from_ratings, released_examples
 from tests.doubles import ScriptedBackend
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def ml100k(shared_data):

@@ -14,6 +14,8 @@ from recbench.api.errors import DataError
 from recbench.tasks.llmrec.candidates import CandidateFileError, load_candidates
 from recbench.tasks.llmrec.data import load_p5, load_reviews
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture()
 def reviews(tmp_path) -> Path:

@@ -13,6 +13,8 @@ from recbench.tasks.llmrec.data import load_p5
 
 from tests.llmrec.llmrec_helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("kind", ["sequential", "direct"])
 def test_bundled_candidates_match_recorded_hash_and_are_valid(kind):

@@ -12,6 +12,8 @@ from recbench.tasks.llmrec import metrics as M
 from recbench.tasks.llmrec.methods import candidate_choice, ranking_from_choices
 from recbench.api.types import Response
 
+pytestmark = pytest.mark.fast
+
 
 class ScoringBackend(ScriptedBackend):
     """Answers a choice request like the hf backend: the best choice, and every choice's log-likelihood from

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from tests.helpers import run_scripted
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 STARS = ("1 star", "2 stars", "3 stars", "4 stars", "5 stars")
 
 

@@ -8,6 +8,8 @@ import pytest
 
 from recbench.tasks.llmrec import metrics as M
 
+pytestmark = pytest.mark.fast
+
 
 def test_hit_and_ndcg_hand_checked():
     ranked = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from recbench.tasks.llmrec.resolve import ItemResolver
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 TITLES = {"1": "OPI Nail Lacquer, Simmer and Shimmer", "2": "Maybelline Great Lash Mascara",
           "3": "Neutrogena Hydro Boost Water Gel", "4": "Dove Beauty Bar Soap", "5": "CeraVe Moisturizing Cream"}
 CANDS = ["1", "2", "3"]

@@ -14,6 +14,8 @@ from recbench.run.construct import bundled_data
 from recbench.run.evaluate import run_from_config
 from tests.llmrec.llmrec_helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 
 def _sequences():
     lines = Path(bundled_data("llmrec_sample/p5/sequential_data.txt")).read_text().split("\n")

@@ -12,6 +12,8 @@ from recbench.tasks.llmrec import metrics as M
 from recbench.tasks.llmrec.data import first_sentence, leave_last_out, load_p5, load_reviews
 from recbench.api.types import Outcome
 
+pytestmark = pytest.mark.fast
+
 
 def make_task(*overrides):
     cfg = compose_cfg(*overrides)
@@ -126,6 +128,7 @@ def test_prompts_carry_description_behaviour_and_format():
     assert s.data["review_title"] not in summ.messages(s)[-1]["content"] or s.data["review_title"] in s.data["review_text"]
 
 
+@pytest.mark.full  # every baseline over the whole bundled sample
 def test_baselines_beat_chance_on_the_sample(run_cfg):
     res = {}
     for m in ("random", "popularity", "item_knn", "mf"):

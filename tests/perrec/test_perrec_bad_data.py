@@ -16,6 +16,8 @@ from recbench.api.errors import ConfigError, DataError
 from recbench.tasks.perrec.data import load_examples
 from recbench.tasks.perrec.released import load_released, write_released
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(autouse=True)
 def no_derived_cache():

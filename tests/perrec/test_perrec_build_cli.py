@@ -13,6 +13,8 @@ from recbench.run.construct import bundled_data
 from recbench.cli.build import main as build_main
 from recbench.api.errors import ConfigError
 
+pytestmark = pytest.mark.fast
+
 
 def test_cli_builds_loadable_groups(tmp_path, capsys):
     src = Path(bundled_data("perrec_sample"))
@@ -40,6 +42,7 @@ def test_dispatcher_rejects_unknown_builders():
         build_main(["perec"])
 
 
+@pytest.mark.full  # the module entry point in its own interpreter
 def test_module_entry_help():
     out = subprocess.run([sys.executable, "-m", "recbench.build", "perrec", "--help"], capture_output=True, text=True, check=True)
     assert "--gamma" in out.stdout and "--window-days" in out.stdout and "--avg" in out.stdout

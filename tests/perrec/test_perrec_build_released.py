@@ -12,6 +12,8 @@ from recbench.tasks.perrec.build import BuildConfig, build
 from recbench.tasks.perrec.data import load_examples
 from recbench.tasks.perrec.released import ReleasedFormatError, load_profiles, load_released, write_released
 
+pytestmark = pytest.mark.fast
+
 
 def _roundtrip(src: Path, dst: Path, heldout: bool) -> None:
     test = list(load_examples(str(src), 4, 200))

@@ -8,6 +8,8 @@ import pytest
 
 from recbench.tasks.perrec.build import BuildConfig, build_groups, main, read_source, windows_in_several_difficulties
 
+pytestmark = pytest.mark.fast
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "perrec.md"
 COMMANDS = {
     "ml-latest-small": ["--source", "movielens", "--input", "{d}/ml-latest-small"],

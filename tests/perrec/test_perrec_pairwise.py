@@ -14,6 +14,8 @@ from recbench.tasks.perrec.task import PerRecTask
 from recbench.run.construct import bundled_data
 from tests.doubles import ScriptedBackend
 
+pytestmark = pytest.mark.fast
+
 
 def run_heapsort(items, key):
     calls = []

@@ -6,6 +6,10 @@ from recbench.run.construct import build_task
 from recbench.tasks.perrec.methods import RATING_CHOICES
 from tests.helpers import compose_cfg, run_scripted
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def _run(tmp_path, answer_fn, *extra):
     return run_scripted(tmp_path, ["task=perrec", "method=pointwise", "limit=5", "run.progress=false", "run.bootstrap_resamples=50",

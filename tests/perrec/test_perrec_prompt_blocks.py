@@ -8,6 +8,10 @@ from recbench.run.construct import build_task
 from recbench.api.types import Example, Response
 from tests.helpers import compose_cfg
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 UA = {"user_id": "u1", "rating": 4.0, "avg_rating": 3.5, "relative_rating": 0.5, "most_common_rating": 4.0,
       "history_len": 12, "retrieved": [{"title": "Lip Balm", "rating": 5.0}, {"title": "Soap", "rating": 2.0}]}
 UB = {"user_id": "u2", "rating": 4.0, "avg_rating": 4.25, "relative_rating": -0.25, "most_common_rating": 5.0,

@@ -17,6 +17,8 @@ from recbench.run.evaluate import run_from_config
 from recbench.tasks.perrec.data import tercile
 from tests.llmrec.llmrec_helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 
 def _raw():
     root = Path(bundled_data("perrec_sample"))

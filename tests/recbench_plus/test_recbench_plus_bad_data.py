@@ -14,6 +14,8 @@ from recbench.api.errors import ConfigError, DataError
 from recbench.tasks.recbench_plus import data as D
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 EXPLICIT = "movie-ExplicitQuery.json"
 
 

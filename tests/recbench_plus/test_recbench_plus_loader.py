@@ -11,6 +11,10 @@ from recbench.run.construct import bundled_data
 from recbench.tasks.recbench_plus.data import load_query_records, load_released, query_type_of
 from recbench.tasks.recbench_plus.task import RecBenchPlusTask
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_demographics_file_ids_follow_the_official_predictions(shared_data):
     ex = load_released(shared_data / "recbench_plus" / "DemographicsBasedQuery.json")

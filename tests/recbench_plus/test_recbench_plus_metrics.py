@@ -10,6 +10,8 @@ from recbench.kg.graph import KnowledgeGraph
 from recbench.kg.loaders import add_item_table
 from recbench.tasks.recbench_plus import metrics as M
 
+pytestmark = pytest.mark.fast
+
 L2, L3, L4 = math.log2(2), math.log2(3), math.log2(4)
 
 

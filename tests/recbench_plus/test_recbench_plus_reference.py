@@ -22,6 +22,8 @@ from recbench.api.types import Example
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 SAMPLE = Path(bundled_data("recbench_plus_sample"))
 
 
@@ -121,6 +123,7 @@ def test_bundled_sample_end_to_end_without_a_model(runs):
             assert q["metrics"]["recall"] == 1.0  # both ground-truth titles are her films
 
 
+@pytest.mark.full  # three runs over the whole bundled sample, then the report
 def test_reference_rows_get_their_own_report_table(runs):
     tables = {t.id: t for t in build_report([runs]).tables}
     assert [lbl for lbl, _ in tables["recbench-plus"].rows] == [["gpt4o", "without history"]]

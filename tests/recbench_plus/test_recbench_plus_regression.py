@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.full
+
 FILES = ["movie-UserBasedQuery_gpt-4o-mini-prediction", "movie-UserBasedQuery_llama-3.1-70b-instruct-prediction"]
 
 

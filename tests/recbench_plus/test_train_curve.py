@@ -8,6 +8,10 @@ from transformers import TrainerState
 
 from recbench.tasks.recbench_plus.train.curve import CurveLogger, plot_curve, read_curve, rft_columns
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_curve_rows_and_plot(tmp_path):
     cols = rft_columns(["recall", "cmr"])

@@ -6,12 +6,13 @@ import csv
 import json
 
 import pytest
-import torch
 from omegaconf import OmegaConf
 
 from recbench.run.construct import bundled_data
 from recbench.tasks.recbench_plus.train.common import stage_config
 from recbench.training.lora import adapter_tensors
+
+pytestmark = pytest.mark.fast
 
 
 def sample_overrides(tmp_path, **kw):
@@ -23,6 +24,8 @@ def sample_overrides(tmp_path, **kw):
 
 @pytest.mark.slow
 def test_one_grpo_step_changes_the_adapter(tmp_path):
+    import torch
+
     from recbench.tasks.recbench_plus.train.rft import run_rft
     from recbench.tasks.recbench_plus.train.sft import run_sft
 

@@ -5,6 +5,10 @@ from pathlib import Path
 
 from recbench.tasks.recbench_plus.train.common import stage_config, trainer_kwargs
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_cpu_curve_presets_match_and_reach_the_trainer(tmp_path: Path):
     sft = stage_config("sft", ["config=recbench_plus_cpu_curve"])

@@ -9,6 +9,8 @@ from recbench.tasks.recbench_plus import metrics as M
 from recbench.tasks.recbench_plus.task import RecBenchPlusTask
 from recbench.tasks.recbench_plus.train.reward import RecBenchPlusReward, completion_text
 
+pytestmark = pytest.mark.fast
+
 WEIGHTS = {"recall": 1.0, "cmr": 0.5, "format": 0.2, "hallucination": 0.5}
 
 

@@ -15,6 +15,8 @@ from recbench.tasks.recbench_plus.task import RecBenchPlusTask
 from recbench.api.types import Example
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 
 def sample_cfg(part: str, fraction: float = 0.5):
     register_resolvers()

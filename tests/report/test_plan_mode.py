@@ -16,6 +16,8 @@ from recbench.run.plan import plan_from_config
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 REPO_CONF = REPO / "conf"
 GPT4O = yaml.safe_load((REPO_CONF / "model" / "gpt4o.yaml").read_text())["backend"]["name"]  # what the cache records

@@ -19,6 +19,8 @@ from recbench.report.audit_tables import p_text
 from recbench.report.numbers import MISSING, fmt
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.full
+
 USER_LINE = re.compile(r"^(User [A-Z]):\n- Average rating", re.M)
 
 

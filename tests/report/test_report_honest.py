@@ -20,6 +20,8 @@ from recbench.report.tables import Cell, Table, mark_best
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -11,8 +11,8 @@ from recbench.report import write_report
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
-pytestmark = pytest.mark.skipif(find_chromium() is None,
-                                reason="chromium not installed (apt-get install -y chromium)")
+pytestmark = [pytest.mark.skipif(find_chromium() is None, reason="chromium not installed (apt-get install -y chromium)"),
+              pytest.mark.full]
 
 
 def _run(root: Path, name: str, overrides: list[str], backend=None) -> None:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason='pip install "recbench[joblib]"')

@@ -17,6 +17,8 @@ from recbench.tasks.perrec.released import write_released
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
+pytestmark = pytest.mark.full
+
 
 def _released(dst: Path) -> Path:
     """The bundled sample written in the released PerRecBench file layout."""

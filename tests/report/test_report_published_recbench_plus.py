@@ -18,6 +18,8 @@ from recbench.report.published_rows import OUTSIDE_MARK
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.fast
+
 SAMPLE = Path(bundled_data("recbench_plus_sample"))
 
 

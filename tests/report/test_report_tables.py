@@ -19,6 +19,8 @@ from recbench.report import build_report, write_report
 from recbench.report.numbers import MISSING
 from tests.helpers import compose_cfg, listwise_answer
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -18,6 +18,8 @@ from recbench.stats import compact_letters
 from tests.doubles import ScriptedBackend
 from tests.helpers import compose_cfg, listwise_answer
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 KEY = ("run_a", "run_b", "metric", "slice")
 

@@ -16,6 +16,8 @@ from recbench.cli.summary import MAX_WIDTH, fold, iter_lines, print_summary, run
 from recbench.api.task import Task
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 BOX = set("┏┃┡│├└")  # first characters of rich table lines (default box)
 

@@ -7,6 +7,8 @@ from scipy import stats
 
 from recbench.stats.audit import first_slot_test, kendalls_w, pair_consistency
 
+pytestmark = pytest.mark.fast
+
 
 def test_kendalls_w_hand_and_spearman_identity():
     assert kendalls_w([[1, 2, 3], [1, 2, 3], [1, 2, 3]]) == pytest.approx(1.0)

@@ -13,6 +13,8 @@ from statsmodels.stats.contingency_tables import mcnemar
 from recbench.stats import cluster_means, paired_bootstrap_ci, sign_flip_test
 from recbench.stats.verdicts import CompareError, compare_runs, letters
 
+pytestmark = pytest.mark.full
+
 
 def write_run(d: Path, values: dict[str, list], *, task="toy", method="m", seed=0, cluster_by=None, meta=None,
               ids=None, info=None) -> Path:

@@ -16,6 +16,8 @@ from test_stats_compare import write_run
 from recbench.cli.compare import print_table
 from recbench.stats.verdicts import CompareError, ci_disagrees, compare_runs, letters
 
+pytestmark = pytest.mark.full
+
 HIGHER = {"higher_is_better": True, "direction": "higher", "binary": False, "aggregation": "mean"}
 LOWER = {"higher_is_better": False, "direction": "lower", "binary": False, "aggregation": "mean"}
 

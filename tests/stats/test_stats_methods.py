@@ -21,6 +21,8 @@ from recbench.stats import (
     power,
 )
 
+pytestmark = pytest.mark.fast
+
 
 # ---- multiple comparisons -------------------------------------------------------------------------
 def test_holm_and_bh_hand_computed():

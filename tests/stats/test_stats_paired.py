@@ -16,6 +16,8 @@ from recbench.stats.paired import (
     wilcoxon_test,
 )
 
+pytestmark = pytest.mark.fast
+
 
 def _exact_sign_flip(d):
     """Two-sided p by enumerating all 2^n sign vectors: 2 * min(P(T >= t), P(T <= t)), capped at 1."""

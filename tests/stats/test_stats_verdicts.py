@@ -19,6 +19,8 @@ from recbench.stats import min_detectable_difference, paired_test, power
 from recbench.stats.verdicts import System, compare_pair, compare_runs
 from tests.helpers import compose_cfg
 
+pytestmark = pytest.mark.full
+
 REPO = Path(__file__).resolve().parents[2]
 N_PAIRS = 200
 N_POWER_REPLICATES = 200

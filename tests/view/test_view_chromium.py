@@ -11,8 +11,8 @@ from recbench.cli import view
 from tests.view.view_doubles import HOSTILE
 from tests.report.report_cdp import Chromium, find_chromium
 
-pytestmark = pytest.mark.skipif(find_chromium() is None,
-                                reason="chromium not installed (apt-get install -y chromium)")
+pytestmark = [pytest.mark.skipif(find_chromium() is None, reason="chromium not installed (apt-get install -y chromium)"),
+              pytest.mark.full]
 
 FACTS_JS = """(() => ({
   n: Number(document.getElementById('match').dataset.n),

@@ -10,6 +10,10 @@ from pathlib import Path
 from recbench.cli import view
 from tests.view.view_doubles import HOSTILE
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []

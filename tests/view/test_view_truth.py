@@ -15,6 +15,8 @@ from recbench.run.evaluate import run_from_config
 from recbench.store.schema import SampleRecord, read_run
 from tests.helpers import compose_cfg, run_scripted
 
+pytestmark = pytest.mark.fast
+
 FIXTURE_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "run_v1_perrec_listwise"
 
 
