@@ -122,3 +122,25 @@ def run_cli(args: list[str], capfd) -> CliResult:
     wall = time.monotonic() - t0
     out, err = capfd.readouterr()
     return CliResult(code, out, err, wall)
+
+
+def assert_generator_rewrites_sample(main, sample: str, out) -> None:
+    """A bundled SYNTHETIC sample is what its generator `main` writes with its default arguments into `out`: every
+    file byte for byte, stats.json apart from the output folder it names."""
+    import json
+    from pathlib import Path
+
+    from recbench.run.construct import bundled_data
+
+    bundled, out = Path(bundled_data(sample)), Path(out)
+    main(["--out", str(out)])
+    written = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    shipped = {str(p.relative_to(bundled)) for p in bundled.rglob("*") if p.is_file() and p.name != "README.md"}
+    assert written == shipped
+    for rel in sorted(written - {"stats.json"}):
+        assert (out / rel).read_bytes() == (bundled / rel).read_bytes(), rel
+    if "stats.json" in written:
+        new, old = json.loads((out / "stats.json").read_text()), json.loads((bundled / "stats.json").read_text())
+        strip = lambda d: {k: ({kk: vv for kk, vv in v.items() if kk != "out"} if isinstance(v, dict) else v)  # noqa: E731
+                           for k, v in d.items()}
+        assert strip(new) == strip(old)
