@@ -1,4 +1,7 @@
-"""Task and Method base classes: a Task = examples + methods (request generators) + a scorer."""
+"""Task and Method base classes: a Task = examples + methods (request generators) + a scorer.
+
+Long because the contract a benchmark implements is one reading: Settings, the Method and ReferenceMethod bases, the
+typed task view a method asks for, the Task hooks, and side_by_side (how audits drive several methods at once)."""
 from __future__ import annotations
 
 import abc
@@ -12,6 +15,7 @@ from typing import (
     Literal,
     Optional,
     Protocol,
+    Sequence,
     TypeVar,
     get_args,
     get_origin,
@@ -22,7 +26,7 @@ from typing_extensions import get_protocol_members, is_protocol
 
 from recbench.api.errors import lookup
 from recbench.api.metrics import MetricSpec, declare
-from recbench.api.types import Example, MethodGen, Outcome, SamplingParams
+from recbench.api.types import Example, MethodGen, Outcome, Request, Response, SamplingParams
 from recbench.store.schema import SampleRecord
 
 
@@ -274,3 +278,31 @@ class Task(abc.ABC):
         the reference is): mappings, lists or text, never a bare number (a number over the run is a corpus metric,
         declared in metric_specs). Optional."""
         return {}
+
+
+def side_by_side(gens: Sequence[MethodGen]) -> MethodGen:
+    """Drive several method generators together: each step yields the union of their pending requests; returns their
+    outcomes in order."""
+    outcomes: list[Optional[Outcome]] = [None] * len(gens)
+    pending: dict[int, list[Request]] = {}
+
+    def step(k: int, resps: Optional[list[Response]]) -> None:
+        try:
+            reqs = next(gens[k]) if resps is None else gens[k].send(resps)
+        except StopIteration as stop:
+            outcomes[k] = stop.value
+            return
+        pending[k] = list(reqs)
+
+    for k in range(len(gens)):
+        step(k, None)
+    while pending:
+        ks = sorted(pending)
+        reqs = [r for k in ks for r in pending[k]]
+        resps: list[Response] = yield reqs
+        at = 0
+        for k in ks:
+            n = len(pending.pop(k))
+            step(k, resps[at:at + n])
+            at += n
+    return outcomes

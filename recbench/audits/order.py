@@ -19,8 +19,8 @@ import numpy as np
 from recbench.api.errors import ConfigError
 from recbench.store.schema import SampleRecord
 from recbench.stats.audit import first_slot_test, kendalls_w, pair_consistency
-from recbench.api.task import Method, Task
-from recbench.api.types import Example, MethodGen, Outcome, Request, Response
+from recbench.api.task import Method, Task, side_by_side
+from recbench.api.types import Example, MethodGen, Outcome
 
 
 def is_order_auditable(method: Any, task: Optional[Task] = None) -> bool:
@@ -66,19 +66,7 @@ class OrderAudit(Method):
         template audit's paraphrase, passed on to every order)."""
         more = {} if template is None else {"template": template}  # audit.templates on too (recbench.audits.templates)
         gens = [self.inner.run(example, order=k, **more) for k in range(self.orders)]  # type: ignore[call-arg]
-        outcomes: list[Optional[Outcome]] = [None] * self.orders
-        pending: dict[int, list[Request]] = {}
-        for k, g in enumerate(gens):
-            _step(g, k, None, pending, outcomes)
-        while pending:
-            ks = sorted(pending)
-            reqs = [r for k in ks for r in pending[k]]
-            resps: list[Response] = yield reqs
-            at = 0
-            for k in ks:
-                n = len(pending.pop(k))
-                _step(gens[k], k, resps[at:at + n], pending, outcomes)
-                at += n
+        outcomes = yield from side_by_side(gens)
         per_order = []
         for k, o in enumerate(outcomes):
             assert o is not None
@@ -89,16 +77,6 @@ class OrderAudit(Method):
         details = {key: v for key, v in first.details.items() if key not in ("shown", "ranked")}
         details["audit"] = {"orders": per_order}
         return Outcome(first.prediction, first.parse_status, details)
-
-
-def _step(gen: MethodGen, k: int, resps: Optional[list[Response]], pending: dict[int, list[Request]],
-          outcomes: list[Optional[Outcome]]) -> None:
-    try:
-        reqs = next(gen) if resps is None else gen.send(resps)
-    except StopIteration as stop:
-        outcomes[k] = stop.value
-        return
-    pending[k] = list(reqs)
 
 
 # ---- aggregates ---------------------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ import numpy as np
 
 from recbench.api.errors import ConfigError
 from recbench.api.prompts import template_path
-from recbench.api.task import Method, Task
-from recbench.api.types import Example, MethodGen, Outcome, Request, Response
+from recbench.api.task import Method, Task, side_by_side
+from recbench.api.types import Example, MethodGen, Outcome
 
 #: the record key of the audit
 KEY = "template_audit"
@@ -84,34 +84,6 @@ def maybe_template_audit(task: Task, method: Method, audit_cfg: Any) -> Method:
                           f" or add the paraphrase {variant_name(files[0], len(files))} beside {files[0]} (same "
                           "answer format)")
     return TemplateAudit(method, k)
-
-
-def side_by_side(gens: Sequence[MethodGen]) -> MethodGen:
-    """Drive several method generators together: each step yields the union of their pending requests; returns their
-    outcomes in order."""
-    outcomes: list[Optional[Outcome]] = [None] * len(gens)
-    pending: dict[int, list[Request]] = {}
-
-    def step(k: int, resps: Optional[list[Response]]) -> None:
-        try:
-            reqs = next(gens[k]) if resps is None else gens[k].send(resps)
-        except StopIteration as stop:
-            outcomes[k] = stop.value
-            return
-        pending[k] = list(reqs)
-
-    for k in range(len(gens)):
-        step(k, None)
-    while pending:
-        ks = sorted(pending)
-        reqs = [r for k in ks for r in pending[k]]
-        resps: list[Response] = yield reqs
-        at = 0
-        for k in ks:
-            n = len(pending.pop(k))
-            step(k, resps[at:at + n])
-            at += n
-    return outcomes
 
 
 class TemplateAudit(Method):
