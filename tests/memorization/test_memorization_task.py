@@ -139,6 +139,6 @@ def test_an_answer_copied_from_the_prompt_is_not_a_recall(tmp_path):
     right = score("OPI Nail Lacquer, Red")
     assert right["recalled"] == 1.0 and right["copied"] == 0.0
     # a model that repeats the last few-shot record: every answer a copy, nothing recalled on either set
-    m, recs = probe(tmp_path, ["method=id_to_title", "limit=20"],
+    m, _ = probe(tmp_path, ["method=id_to_title", "limit=20"],
                     ScriptedBackend(lambda req: req.messages[-2][1]))
     assert m["metrics"]["copied"]["mean"] == 1.0 and m["metrics"]["recalled"]["mean"] == 0.0

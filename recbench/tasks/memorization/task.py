@@ -50,6 +50,9 @@ class MemorizationTask(Task):
         MetricSpec("false_recall", higher_is_better=False, binary=True,
                    doc="recalled, on fabricated control items only: the probe's false-positive rate"),
         MetricSpec("similarity", doc="best rapidfuzz similarity (0-100) of the answer to a form of the true title"),
+        MetricSpec("copied", higher_is_better=None, binary=True,
+                   doc="the answer repeats a title the prompt showed (a few-shot record, a history item) at least as "
+                       "closely as it matches the true title: never a recall (a rate: no direction)"),
         MetricSpec("coverage_minus_control", aggregation="corpus",
                    doc="coverage minus the control set's false-recall rate (interval and test: extra.memorization)",
                    corpus=lambda records, task: task.contrast(records)["difference"]["estimate"]),
@@ -115,16 +118,19 @@ class MemorizationTask(Task):
     def split_title(self, title: str, which: str) -> tuple[str, str]:
         """(prefix, rest) of a title's words (year dropped, article in front): the first prefix_fraction of them
         (at least one), lengthened word by word until no other title of its set starts with the same words (while
-        one word is left to complete), so that the prefix names one title; ('', '') for a one-word title."""
+        one word is left to complete), so that the prefix names one title; ('', '') for a one-word title and for one
+        whose prefix stays shared (another title starts with all but its last word): no memory could complete it."""
         w = base_title(title).split()
         if len(w) < 2:
             return "", ""
         counts = self._prefix_counts(which)
         low = [x.casefold() for x in w]
         cut = max(1, int(len(w) * float(self.probe.cfg.prefix_fraction)))  # type: ignore[union-attr]
+        cut = min(cut, len(w) - 1)
         while cut < len(w) - 1 and counts[tuple(low[:cut])] > 1:
             cut += 1
-        cut = min(cut, len(w) - 1)
+        if counts[tuple(low[:cut])] > 1:
+            return "", ""  # another title starts with all but its last word: no prefix names it
         return " ".join(w[:cut]), " ".join(w[cut:])
 
     def _prefix_counts(self, which: str) -> Counter:
@@ -256,14 +262,20 @@ class MemorizationTask(Task):
         """recalled (0/1), coverage (real items) or false_recall (control items), and the answer's similarity."""
         real = example.data["set"] == "real"
         if "recalled" in outcome.details:  # the likelihood probe decides by the choice scores
-            rec, sim = float(bool(outcome.details["recalled"])), math.nan
+            rec, sim, copied = float(bool(outcome.details["recalled"])), math.nan, math.nan
         else:
             m = self.cfg.match
-            sim = similarity(outcome.details.get("answers") or [], example.data["truths"], str(m.scorer),
-                             int(m.max_chars))
-            rec = float(sim >= float(m.threshold))
+            d = outcome.details
+            sim = similarity(d.get("answers") or [], example.data["truths"], str(m.scorer), int(m.max_chars))
+            # an answer at least as close to a title the prompt showed as to the true title is a copy, not a recall
+            line = [d.get("line") or ""]
+            shown = similarity(line, [f for t in d.get("shown") or [] for f in title_forms(t)], str(m.scorer),
+                               int(m.max_chars))
+            whole = similarity(line, title_forms(example.data["title"]), str(m.scorer), int(m.max_chars))
+            copied = float(shown >= float(m.threshold) and shown >= whole)
+            rec = float(sim >= float(m.threshold) and not copied)
         return {"recalled": rec, "coverage": rec if real else math.nan, "false_recall": math.nan if real else rec,
-                "similarity": sim}
+                "similarity": sim, "copied": copied}
 
     def truth(self, example: Example) -> dict[str, Any]:
         """The set, the key asked about, the true title and the forms an answer was matched against."""
@@ -318,5 +330,9 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         lines.append(f"coverage - control {d['estimate']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] "
                      f"({d['ci_method']}); {d['test']} p = {d['p_value']:.3g}: {verdict} at alpha {d['alpha']:g}")
     m = s["match"]
-    lines.append(f"match: rapidfuzz {m['scorer']} >= {m['threshold']:g} on the first {m['max_chars']} characters")
+    if s.get("chance"):
+        lines.append(f"recalled: the true record has the highest log-likelihood of {round(1 / s['chance'])} records")
+    else:
+        lines.append(f"match: rapidfuzz {m['scorer']} >= {m['threshold']:g} on the first {m['max_chars']} characters;"
+                     " a copy of a title the prompt showed is never a recall")
     return lines
