@@ -296,7 +296,7 @@ DATA_CASES = [
     *[Case(f"generic-yaml-{i}", DATA, f"a task YAML of the user's own (hydra.searchpath): {d}", MYTASK, 2, m,
            plant=_my_task(edit)) for i, d, edit, m in [
         ("syntax", "not valid YAML (was a traceback)", lambda t: t + "metrics: [accuracy\n",
-         "conf/task/mytask.yaml:31: not valid YAML (expected ',' or ']'"),
+         "conf/task/mytask.yaml:32: not valid YAML (expected ',' or ']'"),
         ("not-utf8", "a byte that is not UTF-8 (was a traceback)", lambda t: t.encode() + b"x: \xff\n",
          "a config file holds a byte that is not UTF-8 (0xff"),
         ("unknown-metric", "metrics: [acuracy]", lambda t: t.replace("metrics: [accuracy]", "metrics: [acuracy]"),
