@@ -292,7 +292,8 @@ def noise_floor_of(s: System, metric: str, slice_: str = "all") -> float | None:
     by the noise-floor audit, recbench.audits.noise), or None when no run has one."""
     floors = []
     for run in s.runs:
-        block = (run.result.extra if run.result is not None else {}).get("noise_floor")
+        result = getattr(run, "result", None)  # a System built in code may carry no run
+        block = (result.extra if result is not None else {}).get("noise_floor")
         if isinstance(block, dict):
             table = block.get("metrics") if slice_ == "all" else (block.get("by_slice") or {}).get(slice_)
             v = ((table or {}).get(metric) or {}).get("floor")
