@@ -56,7 +56,7 @@ def check_noise(cfg: DictConfig, method: Any, backend: Optional[Backend]) -> Non
     if not method.needs_backend:
         raise ConfigError(f"{keys}: method '{method.name}' asks no model, so there is nothing to decode again (or unset "
                           "audit.noise)")
-    if cfg.run.get("shard") is not None:
+    if cfg.run.shard is not None:
         raise ConfigError(f"{keys}: the noise-floor audit runs on a whole run, not a shard (run.shard): run it without "
                           "sharding, or unset audit.noise")
     node = (cfg.get("model") or {}).get("backend") or {}

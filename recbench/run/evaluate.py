@@ -47,7 +47,7 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
             LazyBackend(cfg.model).preflight()
         selection = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
                                     source=data_source(task))
-        examples = take_shard(selection, cfg.run.get("shard"), cfg.run.get("shards", 1))  # run.shard=I: after limit
+        examples = take_shard(selection, cfg.run.shard, cfg.run.shards)  # run.shard=I: after limit
         lazy = LazyBackend(cfg.model) if method.needs_backend and backend is None else None
         from recbench.audits.contamination import split_examples
 
@@ -62,7 +62,7 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
     try:
         store.write_text("config.yaml", redact_text(config_text))  # secrets in URLs never reach a file
         cache_path = cfg.cache.path
-        if cfg.run.get("shard") is not None:  # a shard: shard.json (what recbench.merge checks), its own cache file
+        if cfg.run.shard is not None:  # a shard: shard.json (what recbench.merge checks), its own cache file
             from recbench.store.shards import ShardInfo, open_shard
 
             info = ShardInfo.of(cfg.run.shard, cfg.run.shards, selection, examples,

@@ -93,7 +93,7 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
 
     method = maybe_template_audit(task, method, cfg.get("audit"))  # audit.templates=K: K paraphrased prompts
     examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
-    examples = take_shard(examples, cfg.run.get("shard"), cfg.run.get("shards", 1))  # run.shard=I: that shard only
+    examples = take_shard(examples, cfg.run.shard, cfg.run.shards)  # run.shard=I: that shard only
     done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
     todo = [e for e in examples if e.id not in done]
     uses_model = method.needs_backend
