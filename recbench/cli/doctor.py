@@ -2,7 +2,9 @@
 
 Every check prints one line: `ok`, `missing` (the main path - SmolLM2 on the bundled data - cannot run) or
 `warn` (an optional part is absent). Nothing heavy is imported: packages are found with importlib.metadata and
-importlib.util.find_spec, so the doctor stays fast and works even when torch itself is broken.
+importlib.util.find_spec, so the doctor stays fast and works even when torch itself is broken. The one exception is
+`--load-model` (what `scripts/setup.sh` runs last): it loads the default model as a run does, which de-quantizes its
+GGUF once into the derived-data cache, so the first run reads converted weights in seconds.
 """
 from __future__ import annotations
 
@@ -220,6 +222,28 @@ def check_cache(path: Optional[Path] = None) -> Check:
     return Check("response cache", "ok", f"{path.resolve()} writable")
 
 
+def check_model_loads(model: str = "smollm2") -> Check:
+    """Load the model as a run does (the composed config's backend and derived-data cache): time and how it loaded."""
+    import time
+
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from recbench.run.construct import CONFIG_MODULE, build_backend, register_resolvers
+    from recbench.store import derived_cache
+
+    register_resolvers()
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"model={model}"])
+    derived_cache.configure(cfg.cache.derived_dir)
+    t0 = time.time()
+    backend = build_backend(cfg.model)
+    info = getattr(backend, "load_info", {})
+    return Check("model loads", "ok", f"{model} ready in {time.time() - t0:.1f} s"
+                 + (f" ({info['how']}; weights in {info['folder']})" if info.get("folder") else ""))
+
+
 def checks(repo: Optional[Path] = None) -> list[Callable[[], Check]]:
     """All checks, in the order they are printed."""
     repo = repo or Path.cwd()
@@ -244,8 +268,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     """Print one line per check; exit 0 when the main path (SmolLM2 on the bundled data) can run, else 1."""
     ap = argparse.ArgumentParser(prog="python -m recbench doctor", description=__doc__.splitlines()[0])
     ap.add_argument("--repo", type=Path, default=Path.cwd(), help="checkout root (where .venv-vllm would be)")
+    ap.add_argument("--load-model", action="store_true",
+                    help="also load the default model as a run does (converts its GGUF once into the derived-data "
+                         "cache; scripts/setup.sh runs this)")
     args = ap.parse_args(argv)
     results = run_checks(args.repo)
+    if args.load_model and not any(c.required and c.status == "missing" for c in results):
+        try:
+            results.append(check_model_loads())
+        except Exception as e:  # noqa: BLE001 - reported as a line with its cause, never a traceback
+            results.append(Check("model loads", "missing", f"{type(e).__name__}: {e}", "report this as a bug"))
     for c in results:
         print(c.line())
     bad = [c for c in results if c.required and c.status == "missing"]
