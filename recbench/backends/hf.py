@@ -198,8 +198,10 @@ class HFBackend(Backend):
         name: Optional[str] = HFBackendConf.name,
         quirks: Optional[Sequence[str]] = HFBackendConf.quirks,
     ):
+        t0 = time.time()
         import torch
 
+        torch_s = time.time() - t0  # a run's first torch import (about 1 s): part of the "ready in" line
         self.quirks = check_quirks(quirks)
         self.model_dir = resolve_model_dir(model, package)
         self.gguf_file = gguf_file
@@ -214,6 +216,8 @@ class HFBackend(Backend):
             torch.set_num_threads(threads)
         self.load_info: dict[str, Any] = {"how": "already loaded in this process", "seconds": 0.0}
         self.tokenizer, self.model = self._load()
+        if self.load_info.get("import_s") is not None and torch_s >= 0.05:
+            self.load_info["torch_import_s"] = round(torch_s, 2)
         gen_eos = self.model.generation_config.eos_token_id
         self._eos_ids = {self.tokenizer.eos_token_id} | set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else [])
         self._identity: Optional[dict[str, Any]] = None

@@ -111,7 +111,9 @@ def announce_start(model_cfg: Any, seconds: float, load_info: Optional[dict[str,
     `load_info` is the backend's account of its load (hf: 'cached weights', the transformers import time)."""
     info = load_info or {}
     how = f"{info['how']}, " if info.get("how") else ""
-    imp = float(info.get("import_s") or 0.0)
-    of_which = f" ({how}{imp:.1f} s of it importing transformers)" if imp >= 0.1 else f" ({how[:-2]})" if how else ""
+    imp, torch_s = float(info.get("import_s") or 0.0), float(info.get("torch_import_s") or 0.0)
+    imports = (f"of it {torch_s:.1f} s importing torch and {imp:.1f} s transformers" if torch_s >= 0.1
+               else f"{imp:.1f} s of it importing transformers")
+    of_which = f" ({how}{imports})" if imp >= 0.1 else f" ({how[:-2]})" if how else ""
     sys.stderr.write(f"recbench: model {model_label(model_cfg)} ready in {seconds:.1f} s{of_which}\n")
     sys.stderr.flush()

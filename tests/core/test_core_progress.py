@@ -143,6 +143,10 @@ def test_the_started_line_says_how_the_backend_loaded_and_masks_url_secrets(caps
     announce_start(compose_cfg(["model=smollm2"]).model, 3.71, {"how": "cached weights", "import_s": 2.93})
     assert capsys.readouterr().err == ("recbench: model smollm2 (hf: SmolLM2-135M-Instruct.Q4_1.gguf) ready in 3.7 s "
                                        "(cached weights, 2.9 s of it importing transformers)\n")
+    announce_start(compose_cfg(["model=smollm2"]).model, 3.81, {"how": "cached weights", "import_s": 2.15,
+                                                                 "torch_import_s": 1.02})
+    assert capsys.readouterr().err.endswith("ready in 3.8 s (cached weights, of it 1.0 s importing torch and 2.1 s "
+                                            "transformers)\n")
     node = {"name": "srv", "backend": {"_target_": "recbench.backends.openai.OpenAIBackend",
                                        "base_url": "http://u:secret@h:8000/v1?key=k"}}
     announce_start(node, 0.0)
