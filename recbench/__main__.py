@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -42,7 +43,16 @@ def fast_help() -> str:
 
 
 def main() -> None:
-    """Dispatch a subcommand (list, doctor) or --help, else run the Hydra app."""
+    """Dispatch a subcommand (list, doctor) or --help, else run the Hydra app; a reader that closes the pipe early
+    (`list methods | head`) ends it quietly."""
+    try:
+        _dispatch()
+    except BrokenPipeError:  # the Python docs' recipe: stdout's reader is gone, so flushing it at exit must not fail
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+
+
+def _dispatch() -> None:
     if sys.argv[1:] in (["--help"], ["-h"]):
         print(fast_help())
         return

@@ -1,6 +1,7 @@
 """The small first-hour points of issue 23: list descriptions end at the first sentence, a mistyped method lists the
 chosen task's methods, plan mode does not print 'note: warning:', the data README a data error points to exists,
-setup.sh ends with the next step, and the README's reference-row figures are what a run prints."""
+setup.sh ends with the next step, `list ... | head` ends quietly, and the README's reference-row figures are what a
+run prints."""
 from __future__ import annotations
 
 import os
@@ -87,3 +88,10 @@ def test_readme_reference_rows_are_what_a_run_prints(tmp_path):
         m = run_from_config(cfg, tmp_path / method)["metrics"]["ptc"]
         row = f"| `{method}` | {m['mean']:.3f} | [{m['ci_low']:.3f}, {m['ci_high']:.3f}] |"
         assert row in readme, row
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback():
+    r = subprocess.run(f"'{sys.executable}' -m recbench list methods | head -1", shell=True, cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.count("\n") == 1 and r.stdout.startswith("generic/"), r.stdout
+    assert r.stderr == "", r.stderr  # was: BrokenPipeError's traceback from print()
