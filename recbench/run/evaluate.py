@@ -104,6 +104,8 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
         store.close()
         if cache is not None:
             cache.close()
+        if lazy is not None:  # a backend this run built (HTTP clients, event loop); a given one is the caller's
+            lazy.close()
     return result.to_dict()
 
 
