@@ -83,6 +83,19 @@ def build_backend(model_cfg: DictConfig) -> Backend:
                           f"{text}") from None
 
 
+def config_identity(model_cfg: DictConfig) -> Optional[dict[str, Any]]:
+    """A model's backend identity from its config alone (the class's `static_identity`), without loading anything;
+    None where only loading it would tell (e.g. an hf model never loaded on this machine)."""
+    from hydra.utils import get_class
+
+    node = model_cfg.get("backend")
+    cls = get_class(node._target_) if node is not None and node.get("_target_") else None
+    static = getattr(cls, "static_identity", None)
+    if static is None:
+        return None
+    return static(**{k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"})
+
+
 class LazyBackend:
     """A backend that is built on first use; its identity (the cache-key fingerprint) comes without loading the
     model when the backend class offers `static_identity(**config)`."""
@@ -100,16 +113,7 @@ class LazyBackend:
     def identity(self) -> dict[str, Any]:
         """The backend's identity, from the config alone where the class can, else by building it."""
         if self._identity is None:
-            from hydra.utils import get_class
-
-            node = self.cfg.get("backend")
-            cls = get_class(node._target_) if node is not None and node.get("_target_") else None
-            static = getattr(cls, "static_identity", None)
-            if static is not None:  # may return None: the fingerprint is not known without loading
-                kwargs = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"}
-                self._identity = static(**kwargs)
-            if self._identity is None:
-                self._identity = self().identity()
+            self._identity = config_identity(self.cfg) or self().identity()
         return self._identity
 
     def __call__(self) -> Backend:

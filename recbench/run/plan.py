@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from omegaconf import DictConfig
 
@@ -78,22 +78,35 @@ def _noise_note(cfg: DictConfig, p: Plan) -> None:
                        "under their own cache namespace: that many more backend calls on the first run")
 
 
+class _ConfigModel:
+    """A model known by its config only: its identity where the config tells it, else None (nothing is loaded)."""
+
+    def __init__(self, model_cfg: DictConfig):
+        self.cfg = model_cfg
+
+    def identity(self) -> Optional[dict[str, Any]]:
+        """The backend's identity from the config alone (recbench.run.construct.config_identity)."""
+        from recbench.run.construct import config_identity
+
+        return config_identity(self.cfg)
+
+
 def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
-    from recbench.audits.order import maybe_audit
     from recbench.api.config import validate
+    from recbench.audits.contamination import split_examples
     from recbench.run.construct import build_task, select_examples, take_shard
+    from recbench.run.evaluate import method_of
     from recbench.store.schema import read_run
 
     validate(cfg)
     task = build_task(cfg)
-    method = task.make_method(cfg.method, cfg.sampling)
-    method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
-    from recbench.audits.templates import maybe_template_audit
-
-    method = maybe_template_audit(task, method, cfg.get("audit"))  # audit.templates=K: K paraphrased prompts
+    method = method_of(cfg, task)  # the run's method, with the audits it asks for
     examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
     examples = take_shard(examples, cfg.run.shard, cfg.run.shards)  # run.shard=I: that shard only
+    # contamination.probe_run=DIR: the run's checks of the probe, the model's identity only as far as the config
+    # tells it (plan mode loads nothing)
+    examples = split_examples(cfg, task, examples, run_dir, _ConfigModel(cfg.model) if method.needs_backend else None)
     done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
     todo = [e for e in examples if e.id not in done]
     uses_model = method.needs_backend

@@ -321,6 +321,20 @@ def test_refusals_name_the_probe_and_the_fix(tmp_path):
     assert not (tmp_path / "d").exists()  # refused before the run dir was written
 
 
+@pytest.mark.full  # the whole catalogue probed (the module's planted probe)
+def test_plan_mode_checks_the_probe_as_the_run_does(planted_probe, tmp_path):
+    from recbench.run.plan import plan_from_config
+
+    with pytest.raises(ConfigError, match=r"contamination.probe_run=.*nowhere: no finished probe run there"):
+        plan_from_config(_cfg(tmp_path, "mode=plan", "method=listwise", "limit=3",
+                              f"contamination.probe_run={tmp_path / 'nowhere'}"), tmp_path / "p1")
+    probe_dir = planted_probe[2]
+    p = plan_from_config(_cfg(tmp_path, "mode=plan", "method=random", "limit=3", f"contamination.probe_run={probe_dir}"),
+                         tmp_path / "p2")
+    assert p.examples == 3 and p.model == "none"
+    assert not (tmp_path / "p1").exists() and not (tmp_path / "p2").exists()  # plan mode writes no run dir
+
+
 def test_another_catalogue_with_the_same_ids_is_refused(tmp_path):
     """Same item ids, other titles (as ML-1M ids against ml-100k ids): the titles give it away. Here each id takes
     the title of the item 7 places on (the same vocabulary, so the control set can still be spliced from it)."""
