@@ -262,3 +262,21 @@ def floor_of(extra: dict[str, Any], metric: str, slice_: str = "all") -> Optiona
     table = block.get("metrics") if slice_ == "all" else (block.get("by_slice") or {}).get(slice_)
     v = ((table or {}).get(metric) or {}).get("floor")
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def summary_line(extra: dict[str, Any]) -> Optional[str]:
+    """The noise-floor audit in one terminal line, from metrics.json's block (None when the run has none)."""
+    b = extra.get(KEY)
+    if not isinstance(b, dict):
+        return None
+    head = (b.get("metrics") or {}).get(b["metric"]) or {}
+    ref = ",".join(f"{k}={v}" for k, v in (b.get("reference") or {}).items()) or "the run's settings"
+
+    def share(s: dict[str, Any]) -> str:
+        return "—" if not s.get("n") else f"{s['share']:.0%} [{s['ci_low']:.0%}, {s['ci_high']:.0%}]"
+
+    shift = ("—" if not head.get("n") else f"{head['diff']:+.3f} [{head['ci_low']:+.3f}, {head['ci_high']:+.3f}], "
+             f"sign-flip p = {head['p_value']:.3g}")
+    return (f"noise floor (re-decoded with {b['tag']}, the run had {ref}; {b['examples']} examples): answer text "
+            f"changed {share(b['answers_changed'])}, prediction {share(b['predictions_changed'])}; {b['metric']} "
+            f"shift {shift}; floor {b['floor']:.3f}")

@@ -322,3 +322,26 @@ def print_template_verdicts(records: Sequence[Any], console: Any = None) -> None
             cells += ["yes" if r["sign_kept"] else "no", "yes" if r["verdict_kept"] else "no"]
             t.add_row(*cells)
         console.print(t)
+
+
+def summary_line(extra: dict[str, Any]) -> Optional[str]:
+    """The template audit in one terminal line, from metrics.json's block (None when the run has none)."""
+    b = extra.get(KEY)
+    if not isinstance(b, dict):
+        return None
+
+    def ci(s: dict[str, Any]) -> str:
+        return "—" if s.get("mean") is None or not math.isfinite(s["mean"]) else \
+            f"{s['mean']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
+
+    per = ", ".join(f"t{p['template']} {ci(p)}" for p in b.get("per_template") or [])
+    var = b.get("variance") or {}
+    share = (var.get("shares") or {}).get("template")
+    share_ci = var.get("template_share_ci") or [math.nan, math.nan]
+    eff = b.get("template_effect") or {}
+    test = (f"template effect p = {eff['p_value']:.3g}: {'DETECTED' if eff['detected'] else 'n.s.'} at alpha "
+            f"{eff['alpha']:g}" if eff else "template effect: not tested (fewer than 2 complete examples)")
+    return (f"template audit ({b['templates']} templates, {b['examples']} examples): {b['metric']} {per}; spread "
+            f"{b['spread']:.3f}; answer differs from t0 in {b['answer_changed_any']:.0%}; "
+            + (f"template share of variance {share:.3f} [{share_ci[0]:.3f}, {share_ci[1]:.3f}]; "
+               if share is not None else "") + test)

@@ -284,10 +284,13 @@ def print_summary(metrics: dict[str, Any], brief: bool = False) -> None:
     ]
     task_lines = extra.get("summary")  # a task's own verdict lines (Task.run_facts 'summary': a list of text)
     lines += [str(x) for x in task_lines] if isinstance(task_lines, list) else []
-    from recbench.audits.contamination import summary_line
+    from recbench.audits import contamination, noise, templates
 
-    split = summary_line(extra)  # contamination.probe_run=DIR: the gap test and the clean-subset score
-    lines += [split] if split else []
+    # the audits' verdict lines, from the same metrics.json blocks the report's audit tables read
+    lines += [x for x in (templates.summary_line(extra),  # audit.templates=K: per-template score and the effect test
+                          noise.summary_line(extra),  # audit.noise.*: answers changed, headline shift, floor
+                          contamination.summary_line(extra))  # contamination.probe_run=DIR: the gap test
+              if x]
     con.print(escape("\n".join(lines)), highlight=False)
     con.print(escape(f"run dir: {metrics['run_dir']}"), soft_wrap=True, highlight=False)  # a path stays in one piece
     if c.get("model_calls") and c.get("finish_length", 0) > 0.2 * c["model_calls"]:

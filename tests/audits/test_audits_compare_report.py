@@ -126,3 +126,38 @@ def test_report_tables_show_metrics_json(root, tmp_path):
     assert "≈" in md  # the noise pair's comparison row is marked, with its caption
     assert "below the noise floor of either run" in md
     assert math.isfinite(nf["floor"])
+
+
+def test_terminal_summary_states_the_audits_as_the_report_does(root, tmp_path, capsys):
+    """The end-of-run summary carries one line per audit, with the report table's numbers and verdict."""
+    from recbench.cli.summary import print_summary
+    from recbench.report import write_report
+    from recbench.report.audit_tables import p_text
+
+    md = Path(write_report([root], tmp_path / "rep", formats=("md",))["md"]).read_text()
+    capsys.readouterr()
+    ta = json.loads((root / "t" / "a" / "metrics.json").read_text())
+    print_summary(ta)
+    out = " ".join(capsys.readouterr().out.split())  # the console may wrap a long line
+    b = ta["extra"]["template_audit"]
+    line = out.split("template audit (", 1)[1]
+    assert line.startswith(f"3 templates, {b['examples']} examples): ptc t0 ")
+    for p in b["per_template"]:
+        assert f"t{p['template']} {p['mean']:.3f} [{p['ci_low']:.3f}, {p['ci_high']:.3f}]" in line
+    eff = b["template_effect"]
+    verdict = "DETECTED" if eff["detected"] else "n.s."
+    assert f"template effect p = {p_text(eff['p_value'])}: {verdict}" in line
+    part = md.split("### Template audit: score and variance across prompt templates")[1].split("###")[0]
+    row = next(x for x in part.splitlines() if "| ta |" in x)
+    assert f"| {p_text(eff['p_value'])} | {'yes' if eff['detected'] else 'no'} |" in row  # the same verdict
+
+    na = json.loads((root / "n" / "a" / "metrics.json").read_text())
+    print_summary(na)
+    out = " ".join(capsys.readouterr().out.split())
+    nf = na["extra"]["noise_floor"]
+    head = nf["metrics"]["ptc"]
+    assert (f"noise floor (re-decoded with batch_size=4, the run had batch_size=16; 12 examples): answer text changed "
+            f"{nf['answers_changed']['share']:.0%}") in out
+    assert f"ptc shift {head['diff']:+.3f} [{head['ci_low']:+.3f}, {head['ci_high']:+.3f}]" in out
+    assert f"floor {nf['floor']:.3f}" in out
+    assert "template audit" not in out  # a run without that audit has no line for it
