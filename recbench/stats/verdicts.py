@@ -586,7 +586,8 @@ class PairedSd:
 def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: str | None = None) -> PairedSd | None:
     """sd of paired unit differences from existing runs of one task: the pair sharing the most units; with a single
     run, sqrt(2) x the sd of its units (two independent systems; conservative when systems are positively
-    correlated, as models on the same examples are); None when no run has the metric."""
+    correlated, as models on the same examples are); pairs equal on every unit and constant runs are passed over
+    (an sd of 0 plans nothing); None when no run has the metric (or none has spread)."""
     systems = [s for s in load_systems(paths) if metric in s.values and (task is None or s.task == task)]
     if not systems:
         return None
@@ -597,8 +598,11 @@ def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: str | No
         c = compare_pair(a, b, metrics=[metric], slices=False, n_resamples=2)[0]  # only the units are used here
         if c.units_a is None or c.n < 2:
             continue
+        sd = float(np.std(c.units_a - c.units_b, ddof=1))
+        if not sd > 0:  # equal on every unit (the same system twice): says nothing of a difference's spread
+            continue
         if best is None or c.n > best.n_units:
-            best = PairedSd(float(np.std(c.units_a - c.units_b, ddof=1)), c.n, f"paired runs {a.label} vs {b.label}")
+            best = PairedSd(sd, c.n, f"paired runs {a.label} vs {b.label}")
     if best is not None:
         return best
     s = max(systems, key=lambda s: len(s.ids))
@@ -606,7 +610,7 @@ def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: str | No
     vals = s.values[metric].mean(axis=0)
     ok = ~np.isnan(vals)
     units, _ = cluster_means(vals[ok], [lab for lab, k in zip(labels, ok) if k])
-    if len(units) < 2:
+    if len(units) < 2 or not np.std(units, ddof=1) > 0:  # a constant run: no spread to plan with
         return None
     return PairedSd(float(math.sqrt(2) * np.std(units, ddof=1)), len(units),
                     f"one run ({s.label}): sqrt(2) x its sd, as if the two systems were independent")

@@ -327,12 +327,12 @@ def test_plan_mode_checks_the_probe_as_the_run_does(planted_probe, tmp_path):
 
     with pytest.raises(ConfigError, match=r"contamination.probe_run=.*nowhere: no finished probe run there"):
         plan_from_config(_cfg(tmp_path, "mode=plan", "method=listwise", "limit=3",
-                              f"contamination.probe_run={tmp_path / 'nowhere'}"), tmp_path / "p1")
+                              f"contamination.probe_run={tmp_path / 'nowhere'}"), tmp_path / "r" / "m" / "p1")
     probe_dir = planted_probe[2]
     p = plan_from_config(_cfg(tmp_path, "mode=plan", "method=random", "limit=3", f"contamination.probe_run={probe_dir}"),
-                         tmp_path / "p2")
+                         tmp_path / "r" / "m" / "p2")  # a runs root of its own (the power step reads it)
     assert p.examples == 3 and p.model == "none"
-    assert not (tmp_path / "p1").exists() and not (tmp_path / "p2").exists()  # plan mode writes no run dir
+    assert not (tmp_path / "r").exists()  # plan mode writes no run dir
 
 
 def test_another_catalogue_with_the_same_ids_is_refused(tmp_path):

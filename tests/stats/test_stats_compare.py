@@ -191,6 +191,15 @@ def test_paired_sd_for_planning(tmp_path):
     pair = paired_sd_from_runs([tmp_path / "one"], "s")
     assert pair.sd == pytest.approx(np.std(a - b, ddof=1)) and pair.source == "paired runs a vs b"
     assert paired_sd_from_runs([tmp_path / "one"], "other") is None
+    # the same system twice (equal on every unit) says nothing of a difference: the informative pair is kept, and
+    # alone it is passed over for the one-run estimate (was: sd 0, and mode=plan's power step raised a ValueError)
+    write_run(tmp_path / "one" / "a2", {"s": a.tolist()}, method="a2")
+    assert paired_sd_from_runs([tmp_path / "one"], "s").sd == pytest.approx(np.std(a - b, ddof=1))
+    write_run(tmp_path / "twins" / "a", {"s": a.tolist()}, method="a")
+    write_run(tmp_path / "twins" / "a2", {"s": a.tolist()}, method="a2")
+    assert "one run" in paired_sd_from_runs([tmp_path / "twins"], "s").source
+    write_run(tmp_path / "flat" / "a", {"s": [0.5] * 10}, method="a")
+    assert paired_sd_from_runs([tmp_path / "flat"], "s") is None
 
 
 def test_missing_cluster_key_is_named(tmp_path):
