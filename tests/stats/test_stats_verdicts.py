@@ -251,7 +251,10 @@ def test_agrees_with_ranx_compare_on_ndcg(sequential_runs):
         ranx_t = t_report.comparisons[key]["ndcg@10"]["p_value"]
         ranx_f = f_report.comparisons[key]["ndcg@10"]["p_value"]
         assert tc.p_value == pytest.approx(ranx_t, abs=1e-9)
-        tol = 4 * np.sqrt(max(ranx_f, 1 / b) * (1 - ranx_f) / b) + 2 / b
+        # both p-values are Monte Carlo estimates from b permutations: 4 sd of their difference (each binomial at the
+        # pooled p; was ranx's error alone, and a quiet run failed at 5.0e-4 against a 5.0e-4 bound)
+        pooled = max((ranx_f + pc.p_value) / 2, 1 / b)
+        tol = 4 * np.sqrt(2 * pooled * (1 - pooled) / b) + 2 / b
         assert abs(pc.p_value - ranx_f) <= tol
         lines.append(f"{tc.run_a} vs {tc.run_b}: t {tc.p_value:.4g} (ranx {ranx_t:.4g}), permutation "
                      f"{pc.p_value:.4f} (ranx fisher {ranx_f:.4f})")
