@@ -239,8 +239,9 @@ def check_model_loads(model: str = "smollm2") -> Check:
     derived_cache.configure(cfg.cache.derived_dir)
     t0 = time.time()
     backend = build_backend(cfg.model)
-    info = getattr(backend, "load_info", {})
-    return Check("model loads", "ok", f"{model} ready in {time.time() - t0:.1f} s"
+    seconds, info = time.time() - t0, getattr(backend, "load_info", {})
+    backend.close()
+    return Check("model loads", "ok", f"{model} ready in {seconds:.1f} s"
                  + (f" ({info['how']}; weights in {info['folder']})" if info.get("folder") else ""))
 
 
