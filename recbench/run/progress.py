@@ -8,6 +8,7 @@ rule, `Method.asks_one_round`) whose examples are all in progress at once. Other
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any, Optional
 
 from tqdm import tqdm
@@ -39,6 +40,9 @@ class RequestProgress:
         self.answered = 0
         self.total = 0
         self.bar: Optional[_Bar] = None
+        self._shown = 0  # answers the last drawn line counts
+        self._flush: Optional[threading.Timer] = None
+        self._lock = threading.Lock()
 
     def start(self, known: int, all_known: bool = True) -> None:
         """Show the bar with the requests known now: their exact total when the method is single-round and
@@ -67,7 +71,26 @@ class RequestProgress:
         """One request came back from the model (an error counts: it was answered)."""
         self.answered += 1
         if self.bar is not None:
-            self.bar.update(1)
+            if self.bar.update(1):
+                self._shown = self.bar.n
+            else:  # tqdm held the line back (a batch's answers arrive together): draw it once the burst is over
+                self._redraw_soon()
+
+    def _redraw_soon(self) -> None:
+        """Redraw after tqdm's interval unless a later answer did: the line in a log file never stays at the first
+        answer of a batch (with its ETA from one answer) while the rest of the batch is done."""
+        with self._lock:
+            if self._flush is None and self.bar is not None and not self.bar.disable:
+                self._flush = threading.Timer(max(float(self.bar.mininterval), 0.05), self._redraw)
+                self._flush.daemon = True
+                self._flush.start()
+
+    def _redraw(self) -> None:
+        with self._lock:
+            self._flush = None
+            if self.bar is not None and self.bar.n != self._shown:
+                self._shown = self.bar.n
+                self.bar.refresh()
 
     def example_done(self) -> None:
         """One example finished (or was abandoned after a backend error)."""
@@ -87,6 +110,10 @@ class RequestProgress:
 
     def close(self) -> None:
         """Draw the bar's last state (every example finished: the total is final, no '+') and release its line."""
+        with self._lock:
+            if self._flush is not None:
+                self._flush.cancel()
+                self._flush = None
         if self.bar is not None:
             self.exact = self.exact or self.examples_done >= self.examples_total
             self._refresh_fields()

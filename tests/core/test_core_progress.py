@@ -157,3 +157,22 @@ def test_the_started_line_says_how_the_backend_loaded_and_masks_url_secrets(caps
 def test_model_label_names_the_file():
     cfg = compose_cfg(["model=smollm2"])
     assert model_label(cfg.model) == f"smollm2 (hf: {cfg.model.backend.gguf_file})"
+
+
+def test_in_a_log_file_the_line_catches_up_after_a_batch_lands(capsys):
+    """Not a terminal (capsys): tqdm draws the first answer of a batch and holds back the rest, which arrive within
+    microseconds; the line is redrawn once the burst is over, so it does not sit at 1/32 with a one-answer ETA."""
+    import time
+
+    from recbench.run.progress import RequestProgress
+
+    p = RequestProgress("toy/m", 32, exact=True)
+    p.start(32)
+    for _ in range(16):  # one batch lands
+        p.request_answered()
+    time.sleep(0.5)
+    assert _bars(capsys.readouterr().err)[-1][0] == 16
+    for _ in range(16):
+        p.request_answered()
+    p.close()
+    assert _bars(capsys.readouterr().err)[-1][0] == 32
