@@ -16,6 +16,18 @@ def compose_cfg(overrides: list[str]):
         return compose(config_name="config", overrides=method_paths(overrides))
 
 
+def assert_build_task_refuses(overrides: list[str], message: str) -> None:
+    """build_task on the composed config raises one ConfigError starting with `message` (before any data is read)."""
+    import pytest
+
+    from recbench.api.errors import ConfigError
+    from recbench.run.construct import build_task
+
+    with pytest.raises(ConfigError) as e:
+        build_task(compose_cfg(overrides))
+    assert str(e.value).startswith(message), str(e.value)
+
+
 def listwise_answer(req) -> str:
     """A deterministic, parseable listwise answer: the users in reverse label order."""
     text = req.messages[-1][1]

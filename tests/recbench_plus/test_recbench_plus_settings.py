@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recbench.api.errors import ConfigError
-from recbench.run.construct import build_task
-from tests.llmrec.llmrec_helpers import compose_cfg
+from tests.helpers import assert_build_task_refuses
 
 pytestmark = pytest.mark.fast
 
@@ -18,7 +16,4 @@ pytestmark = pytest.mark.fast
     (["task=recbench_plus", "method=assistant", "method.k=-1"], "method.k=-1: must be a whole number >= 0"),
 ])
 def test_build_task_refuses_before_reading_data(overrides, message):
-    cfg = compose_cfg(*overrides)
-    with pytest.raises(ConfigError) as e:
-        build_task(cfg)
-    assert str(e.value).startswith(message), str(e.value)
+    assert_build_task_refuses(overrides, message)
