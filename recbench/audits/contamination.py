@@ -318,16 +318,13 @@ def summary_line(extra: dict[str, Any]) -> Optional[str]:
     b = extra.get("contamination")
     if not isinstance(b, dict):
         return None
-    n, g, m = b["examples"], b["gap"], b["metric"]
+    from recbench.report.numbers import cell_text  # the summary's and the report's number format
 
-    def score(s: dict[str, Any]) -> str:
-        if not s.get("n"):
-            return "—"
-        return f"{s['mean']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
+    n, g, m = b["examples"], b["gap"], b["metric"]
 
     test = (f"gap {g['diff']:+.3f} [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}], permutation p = {g['p_value']:.3g}"
             f"{': SIGNIFICANT' if g['significant'] else ': n.s.'} at alpha {g['alpha']:g}"
             if g.get("p_value") is not None else f"gap test: {g.get('note', 'not run')}")
     return (f"contamination split (probe {b['probe_method']}, {b['probe_task']}): recalled {n['yes']} | not recalled "
-            f"{n['no']} | unprobed {n['unprobed']} examples; {m} recalled {score(b['recalled'])} vs clean subset "
-            f"{score(b['clean'])}; {test}")
+            f"{n['no']} | unprobed {n['unprobed']} examples; {m} recalled {cell_text(b['recalled'])} vs clean subset "
+            f"{cell_text(b['clean'])}; {test}")

@@ -326,15 +326,12 @@ def print_template_verdicts(records: Sequence[Any], console: Any = None) -> None
 
 def summary_line(extra: dict[str, Any]) -> Optional[str]:
     """The template audit in one terminal line, from metrics.json's block (None when the run has none)."""
+    from recbench.report.numbers import cell_text
+
     b = extra.get(KEY)
     if not isinstance(b, dict):
         return None
-
-    def ci(s: dict[str, Any]) -> str:
-        return "—" if s.get("mean") is None or not math.isfinite(s["mean"]) else \
-            f"{s['mean']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
-
-    per = ", ".join(f"t{p['template']} {ci(p)}" for p in b.get("per_template") or [])
+    per = ", ".join(f"t{p['template']} {cell_text(p)}" for p in b.get("per_template") or [])
     var = b.get("variance") or {}
     share = (var.get("shares") or {}).get("template")
     share_ci = var.get("template_share_ci") or [math.nan, math.nan]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from recbench.report.numbers import fmt, number
+from recbench.report.numbers import cell_text, fmt, number
 from recbench.store.schema import JOB_FAILED, SchemaError, read_job_failed
 
 #: widest terminal table (characters); wider content is split into several tables or wrapped
@@ -28,20 +28,6 @@ HEADLINE_MARK = "★"
 
 
 # ---- numbers: recbench.report.numbers, finite only (inf and text show as '—') ------------------------------
-def cell_text(stats: Optional[dict[str, Any]], slice_n: Optional[int] = None, ci: bool = True) -> str:
-    """'0.564 [0.453, 0.667]' (CI left out where there is none, or with ci=False), '(n=38)' added when the metric
-    has fewer values than the slice has examples; '—' for no value."""
-    if not stats or number(stats.get("mean"), finite=True) is None:
-        return "—"
-    out = fmt(stats["mean"], finite=True)
-    if ci and all(number(stats.get(k), finite=True) is not None for k in ("ci_low", "ci_high")):
-        out += f" [{fmt(stats['ci_low'], finite=True)}, {fmt(stats['ci_high'], finite=True)}]"
-    n = stats.get("n")
-    if slice_n is not None and n is not None and int(n) != int(slice_n):
-        out += f" (n={int(n)})"
-    return out
-
-
 def _same(a: Optional[dict[str, Any]], b: Optional[dict[str, Any]]) -> bool:
     """Two slice statistics are equal: mean, CI bounds (to 1e-9) and n."""
     if not a or not b:

@@ -30,3 +30,17 @@ def fmt(v: Any, digits: int = 3, finite: bool = False) -> str:
         return MISSING
     s = f"{f:.{digits}f}"
     return s[1:] if s.startswith("-") and float(s) == 0 else s
+
+
+def cell_text(stats: Optional[dict[str, Any]], slice_n: Optional[int] = None, ci: bool = True) -> str:
+    """'0.564 [0.453, 0.667]' (CI left out where there is none, or with ci=False), '(n=38)' added when the metric
+    has fewer values than the slice has examples; '—' for no value."""
+    if not stats or number(stats.get("mean"), finite=True) is None:
+        return "—"
+    out = fmt(stats["mean"], finite=True)
+    if ci and all(number(stats.get(k), finite=True) is not None for k in ("ci_low", "ci_high")):
+        out += f" [{fmt(stats['ci_low'], finite=True)}, {fmt(stats['ci_high'], finite=True)}]"
+    n = stats.get("n")
+    if slice_n is not None and n is not None and int(n) != int(slice_n):
+        out += f" (n={int(n)})"
+    return out
