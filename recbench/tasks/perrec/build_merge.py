@@ -1,0 +1,164 @@
+"""Finish a `duckdb`-engine build from its prepared categories: one seeded selection over every category's chains
+(the same draws as the pandas engine), then the members' columns, the items' prior means and the members' ratings
+fetched from each category's database, and the build written (build_write) through a staging folder."""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from recbench.api.errors import DataError
+from recbench.tasks.perrec.build_config import BuildConfig
+from recbench.tasks.perrec.build_duckdb import Category, Engine, connect
+from recbench.tasks.perrec.build_readers import RATING_COLS
+from recbench.tasks.perrec.build_select import draw_windows, group_records
+from recbench.tasks.perrec.build_stats import input_summary
+
+
+def category_folder(work: Path, i: int, cat: Category) -> Path:
+    """The work folder of the i-th category."""
+    return Path(work) / f"{i:03d}-{cat.domain or 'ratings'}"
+
+
+def load_prepared(work: Path, cats: list[Category]) -> list[dict[str, Any]]:
+    """Each category's prepared.json and chains; DataError naming the first category that is not prepared."""
+    out = []
+    for i, cat in enumerate(cats):
+        folder = category_folder(work, i, cat)
+        info_path = folder / "prepared.json"
+        if not info_path.is_file():
+            raise DataError(f"{folder}: category '{cat.domain or cat.input}' was not prepared (its job failed or did "
+                            "not run). Fix: rerun the build; prepared categories are kept")
+        info = json.loads(info_path.read_text())
+        if info["category"] != cat.__dict__:
+            raise DataError(f"{info_path}: prepared from {info['category']}, not {cat.__dict__}. Fix: rerun the build")
+        with np.load(folder / "chains.npz") as z:
+            info.update(folder=folder, members=z["members"], lengths=z["lengths"], chain_items=z["items"])
+        out.append(info)
+    return out
+
+
+def combined_chains(prep: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Every category's chains, in category order: members as global labels (per category, its member rowids in
+    sorted order after the previous categories' labels), lengths, item codes (offset per category), and the rowids
+    behind the labels per category."""
+    width = max([p["members"].shape[1] for p in prep], default=2)
+    mems, lens, items, rids = [], [], [], []
+    label0 = item0 = 0
+    for p in prep:
+        m = p["members"]
+        uniq = np.unique(m[m >= 0])
+        lab = np.where(m >= 0, label0 + np.searchsorted(uniq, np.maximum(m, 0)), -1)
+        mems.append(np.pad(lab, ((0, 0), (0, width - m.shape[1])), constant_values=-1))
+        lens.append(p["lengths"])
+        items.append(p["chain_items"] + item0)
+        rids.append(uniq)
+        label0 += len(uniq)
+        item0 += int(p["n_eligible_items"])
+    return (np.concatenate(mems) if mems else np.full((0, width), -1), np.concatenate(lens) if lens else np.zeros(0, int),
+            np.concatenate(items) if items else np.zeros(0, int), rids)
+
+
+def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]) -> dict[str, np.ndarray]:
+    """The columns of every chain member, by global label (the rows of `a` behind each category's rowids)."""
+    frames = []
+    for con, ids, cat in zip(cons, rids, cats):
+        ids_frame = pd.DataFrame({"rid": ids})  # noqa: F841 (read by name in the query)
+        df = con.execute("SELECT user_id, item_id, rating, ts AS timestamp, n_prior, avg FROM a "
+                         "WHERE rowid IN (SELECT rid FROM ids_frame) ORDER BY rowid").df()
+        frames.append(df.assign(domain=cat.domain))
+    df = pd.concat(frames, ignore_index=True)
+    col = {c: df[c].to_numpy() for c in ("user_id", "item_id", "rating", "timestamp", "n_prior", "avg")}
+    col["timestamp"], col["n_prior"] = col["timestamp"].astype(np.int64), col["n_prior"].astype(np.int64)
+    if any(c.domain for c in cats):
+        col["domain"] = df["domain"].to_numpy()
+    return col
+
+
+def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, keys: list[tuple[int, int]]
+               ) -> list[float]:
+    """Each (label, time)'s item mean over the category's ratings strictly before the time; the mean of all its
+    ratings before the time when the item has none; of all its ratings when nothing is earlier."""
+    cat_of = np.searchsorted(starts, [k for k, _ in keys], side="right") - 1
+    out = np.zeros(len(keys))
+    for c, con in enumerate(cons):
+        idx = np.flatnonzero(cat_of == c)
+        if not len(idx):
+            continue
+        k = pd.DataFrame({"idx": idx, "item_id": col["item_id"][[keys[j][0] for j in idx]],  # noqa: F841
+                          "t": np.array([keys[j][1] for j in idx], np.int64)})
+        item = con.execute("SELECT k.idx, sum(r.rating), count(r.rating) FROM k LEFT JOIN r ON r.item_id = k.item_id "
+                           "AND r.ts < k.t GROUP BY k.idx ORDER BY k.idx").fetchall()
+        before = con.execute("""WITH byts AS (SELECT ts, count(*) AS n, sum(rating) AS s FROM r GROUP BY ts),
+            cum AS (SELECT ts, sum(n) OVER (ORDER BY ts) AS cn, sum(s) OVER (ORDER BY ts) AS cs FROM byts)
+            SELECT k.idx, cum.cn, cum.cs FROM k ASOF LEFT JOIN cum ON k.t > cum.ts ORDER BY k.idx""").fetchall()
+        n_all, s_all = con.execute("SELECT count(*), sum(rating) FROM r").fetchone()
+        for (j, s, n), (_, cn, cs) in zip(item, before):
+            out[j] = s / n if n else (cs / cn if cn else s_all / max(n_all, 1))
+    return out.tolist()
+
+
+def member_ratings(cons: list[Any], groups: list[dict[str, Any]], cats: list[Category]) -> pd.DataFrame:
+    """All ratings of the groups' users (per category, of the users in its groups), by user, time and item."""
+    frames = []
+    for con, cat in zip(cons, cats):
+        users = pd.DataFrame({"user_id": sorted({u["user_id"] for g in groups if g.get("domain", "") == cat.domain  # noqa: F841
+                                                 for u in g["users"]})}, dtype=object)
+        df = con.execute("SELECT user_id, item_id, rating, ts AS timestamp FROM r SEMI JOIN users USING (user_id) "
+                         "ORDER BY user_id, ts, item_id").df()
+        frames.append(df.assign(domain=cat.domain) if cat.domain else df)
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RATING_COLS)
+    return df.astype({"timestamp": np.int64, "rating": float})
+
+
+def select(work: Path, cats: list[Category], cfg: BuildConfig, eng: Engine) -> dict[str, Any]:
+    """The groups, held-out groups, members' ratings and counts of a prepared build (what build_groups returns)."""
+    t0 = time.perf_counter()
+    prep = load_prepared(work, cats)
+    members, lengths, items, rids = combined_chains(prep)
+    starts = np.cumsum([0] + [len(r) for r in rids])[:-1]
+    test, held, windows = draw_windows(members, lengths, items, cfg)
+    cons = [connect(p["folder"] / "db.duckdb", eng, read_only=True) for p in prep]
+    try:
+        col = member_columns(cons, rids, cats)
+
+        def means(keys: list[tuple[int, int]]) -> list[float]:
+            return item_means(cons, col, starts, keys)
+
+        groups = group_records(test, "", col, cfg.sizes, means)
+        heldout = group_records(held, "heldout-", col, cfg.sizes, means)
+        rated = member_ratings(cons, groups + heldout, cats)
+    finally:
+        for con in cons:
+            con.close()
+    inp = input_summary(sum(p["n_raw"] for p in prep), sum(p["n"] for p in prep), sum(p["users"] for p in prep),
+                        sum(p["items"] for p in prep), min((p["t_min"] for p in prep if p["n"]), default=None),
+                        max((p["t_max"] for p in prep if p["n"]), default=None))
+    return {"groups": groups, "heldout": heldout, "n_eligible": sum(p["n_eligible"] for p in prep),
+            "n_chains": int(len(lengths)), "windows": windows, "units_per_second": prep[0]["units_per_second"],
+            "input": inp, "member_ratings": rated, "build_seconds": time.perf_counter() - t0,
+            "domains": {c.domain: {k: p[k] for k in ("n_raw", "n", "users", "items", "n_eligible")}
+                        for c, p in zip(cats, prep) if c.domain}}
+
+
+def staged(out: Path) -> Path:
+    """A fresh staging folder next to `out` (the build is written there, then moved into place)."""
+    stage = out.parent / f".{out.name}.partial"
+    shutil.rmtree(stage, ignore_errors=True)
+    return stage
+
+
+def publish(stage: Path, out: Path, files: Optional[list[str]] = None) -> None:
+    """Move the staged files into `out`, stats.json last (a folder without it is not a finished build)."""
+    import os
+
+    out.mkdir(parents=True, exist_ok=True)
+    names = sorted(p.name for p in stage.iterdir())
+    for name in [n for n in names if n != "stats.json"] + [n for n in names if n == "stats.json"]:
+        os.replace(stage / name, out / name)
+    stage.rmdir()
