@@ -19,8 +19,9 @@ import pandas as pd
 from recbench.tasks.perrec.build import BuildConfig, build, build_groups
 
 
-def synthetic_movielens(folder: Path, n_ratings: int, seed: int = 0) -> None:
-    """ratings.csv + movies.csv: users with 20-200 ratings over three years, popular items rated in bursts."""
+def synthetic_ratings(n_ratings: int, seed: int = 0) -> tuple[pd.DataFrame, int]:
+    """(userId, movieId, rating, timestamp) rows and the number of items: users with 20-200 ratings over three
+    years, popular items rated in bursts."""
     rng = np.random.default_rng(seed)
     n_items = max(1000, n_ratings // 50)
     per_user = rng.integers(20, 200, size=n_ratings // 100)
@@ -35,11 +36,28 @@ def synthetic_movielens(folder: Path, n_ratings: int, seed: int = 0) -> None:
     score = 3.4 + rng.normal(0, 0.5, n_users)[user] + rng.normal(0, 0.4, n_items)[item] + rng.normal(0, 0.9, len(user))
     rating = np.clip(np.round(score * 2) / 2, 0.5, 5.0)
     df = pd.DataFrame({"userId": user, "movieId": item, "rating": rating, "timestamp": ts})
-    df = df.drop_duplicates(["userId", "movieId"]).head(n_ratings)  # ~5% duplicates dropped: about 0.95M ratings
+    return df.drop_duplicates(["userId", "movieId"]).head(n_ratings), n_items  # ~5% duplicates dropped
+
+
+def synthetic_movielens(folder: Path, n_ratings: int, seed: int = 0) -> None:
+    """ratings.csv + movies.csv (MovieLens layout) of synthetic_ratings: about 0.95 x n_ratings ratings."""
+    df, n_items = synthetic_ratings(n_ratings, seed)
     folder.mkdir(parents=True, exist_ok=True)
     df.to_csv(folder / "ratings.csv", index=False)
     pd.DataFrame({"movieId": np.arange(n_items), "title": [f"Movie {i} ({1990 + i % 30})" for i in range(n_items)],
                   "genres": "Drama"}).to_csv(folder / "movies.csv", index=False)
+
+
+def synthetic_amazon(path: Path, n_ratings: int, seed: int = 0, prefix: str = "") -> None:
+    """Amazon Reviews 2023 review JSONL (gzip when the name ends in .gz) of synthetic_ratings: user ids shared across
+    seeds (as Amazon users review in several categories), item ids `<prefix>B<n>`, millisecond timestamps."""
+    df, _ = synthetic_ratings(n_ratings, seed)
+    out = pd.DataFrame({"rating": df["rating"].round().clip(1, 5), "title": "", "text": "",
+                        "asin": prefix + "B" + df["movieId"].astype(str), "parent_asin": prefix + "B" + df["movieId"].astype(str),
+                        "user_id": "U" + df["userId"].astype(str), "timestamp": df["timestamp"] * 1000,
+                        "verified_purchase": True, "helpful_vote": 0})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out.to_json(path, orient="records", lines=True, compression="gzip" if path.suffix == ".gz" else None)
 
 
 def main() -> None:

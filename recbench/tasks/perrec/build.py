@@ -72,8 +72,10 @@ def build_categories(cats: list[Category], out: str, cfg: BuildConfig, eng: Opti
                 prepare(cat, category_folder(work_dir, i, cat), cfg, eng)
         t_read = time.perf_counter() - t0
         built = select(work_dir, cats, cfg, eng)
-    except OSError as e:
-        if is_full(e):
+    except BaseException as e:
+        if not prepared:  # a single build's work folder is only scratch; a sharded build's keeps prepared categories
+            shutil.rmtree(work_dir, ignore_errors=True)
+        if isinstance(e, OSError) and is_full(e):
             raise disk_full(work_dir, "the build's work folder", "point --work-dir at a disk with room") from None
         raise
     items = category_items(cats)

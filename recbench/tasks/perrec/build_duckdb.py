@@ -98,7 +98,7 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
     (folder / "prepared.json").unlink(missing_ok=True)
     db = folder / "db.duckdb"
     db.unlink(missing_ok=True)
-    path = sql.ratings_file(cat.source, cat.input)
+    path = sql.ratings_file(cat.source, cat.input) if cat.source in sql.SOURCES else Path(cat.input)
     con = connect(db, eng)
     try:
         n_raw = sql.load(con, cat.source, path) if cat.source in sql.SOURCES else _load_frame(con, cat)
