@@ -61,7 +61,7 @@ def units_per_second(t_max: Optional[int], unit: str) -> int:
 
 def _chain_batches(con: Any, lam: float, rows: int) -> Iterator[pd.DataFrame]:
     """The candidate rows in whole blocks, about `rows` at a time (a batch's last block waits for the next batch)."""
-    reader = con.execute(sql.candidates_sql(lam)).fetch_record_batch(rows)
+    reader = con.execute(sql.candidates_sql(lam)).to_arrow_reader(rows)
     carry: Optional[pd.DataFrame] = None
     for batch in reader:
         df = batch.to_pandas()
@@ -111,7 +111,9 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
         n_items = int(con.execute("SELECT count(DISTINCT item_id) FROM e").fetchone()[0])
         con.execute("CHECKPOINT")
     except Exception as e:
-        if isinstance(e, (OSError,)) or type(e).__module__.startswith("duckdb"):
+        import duckdb
+
+        if isinstance(e, (OSError, duckdb.Error)):
             raise sql.duckdb_error(e, path, folder) from None
         raise
     finally:
