@@ -103,7 +103,8 @@ def build_groups(ratings: pd.DataFrame, cfg: BuildConfig) -> dict[str, Any]:
     r = clean_ratings(ratings)
     if cfg.min_rating is not None or cfg.max_rating is not None:
         r = r[r["rating"].between(cfg.min_rating if cfg.min_rating is not None else -np.inf,
-                                  cfg.max_rating if cfg.max_rating is not None else np.inf)]
+                                  cfg.max_rating if cfg.max_rating is not None else np.inf)].reset_index(drop=True)
+        # (positions are the member labels: before this reset a rating range picked the wrong rows, or failed)
     ups = units_per_second(r["timestamp"], cfg.time_unit)
     r = annotate(r, cfg.avg)
     e = r[r["n_prior"] > cfg.gamma].copy()
