@@ -72,16 +72,17 @@ def build_categories(cats: list[Category], out: str, cfg: BuildConfig, eng: Opti
                 prepare(cat, category_folder(work_dir, i, cat), cfg, eng)
         t_read = time.perf_counter() - t0
         built = select(work_dir, cats, cfg, eng)
+        items = category_items(cats)
+        one = len(cats) == 1 and not cats[0].domain
+        src = {"kind": cats[0].source, "input": cats[0].input, "meta": cats[0].meta} if one else \
+            {"kind": cats[0].source, "categories": {c.domain: {"input": c.input, "meta": c.meta} for c in cats}}
+        stats = _finish(out, items, built, cfg, src, t_read, "duckdb")
     except BaseException as e:
         if not prepared:  # a single build's work folder is only scratch; a sharded build's keeps prepared categories
             shutil.rmtree(work_dir, ignore_errors=True)
         if isinstance(e, OSError) and is_full(e):
             raise disk_full(work_dir, "the build's work folder", "point --work-dir at a disk with room") from None
         raise
-    items = category_items(cats)
-    src = {"kind": cats[0].source, "input": cats[0].input, "meta": cats[0].meta} if len(cats) == 1 and not cats[0].domain \
-        else {"kind": cats[0].source, "categories": {c.domain: {"input": c.input, "meta": c.meta} for c in cats}}
-    stats = _finish(out, items, built, cfg, src, t_read, "duckdb")
     shutil.rmtree(work_dir, ignore_errors=True)
     return stats
 

@@ -41,8 +41,8 @@ def reader_sql(con: Any, source: str, path: Path) -> str:
         src = f"read_json({q(path)}, format='newline_delimited', columns={cols})"
     elif fmt == "csv":
         types = f"{{'{uid}': 'VARCHAR', '{iid}': 'VARCHAR', 'rating': 'DOUBLE', 'timestamp': 'DOUBLE'}}"
+        _require(con, f"read_csv({q(path)}, header=true, all_varchar=true)", path, [uid, iid, "rating", "timestamp"])
         src = f"read_csv({q(path)}, header=true, types={types})"
-        _require(con, src, path, [uid, iid, "rating", "timestamp"])
     else:
         src = f"read_parquet({q(path)})"
         names = [d[0] for d in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
@@ -65,7 +65,8 @@ def duckdb_error(e: Exception, path: Path, work: Path) -> Exception:
     if "No space left" in msg or "Disk quota" in msg or getattr(e, "errno", None) in FULL_ERRNOS:
         return disk_full(work, "the build's work database", "point --work-dir at a disk with room")
     line = re.search(r"(?:Line: |in line )(\d+)", msg)
-    where = f"{path}:{line.group(1)}" if line else str(path)
+    where = f"{path}:{_json_line(path, int(line.group(1))) if 'Malformed JSON' in msg else line.group(1)}" \
+        if line else str(path)
     conv = re.search(r'converting column "([^"]+)"\. Could not convert string "(.*?)"', msg)
     if conv:
         return DataError(f"{where}: column '{conv.group(1)}' is '{conv.group(2)}', not a finite number. "
@@ -76,6 +77,25 @@ def duckdb_error(e: Exception, path: Path, work: Path) -> Exception:
                          "Fix the value or remove the line")
     first = msg.splitlines()[0].split("Error: ", 1)[-1]
     return DataError(f"{where}: not a well-formed {'line' if line else 'file'} ({first}). Fix the file")
+
+
+def _json_line(path: Path, reported: int) -> int:
+    """The line DuckDB means by 'Malformed JSON ... in line N' (it counts one past the line in some versions): the
+    first of N-1, N that is not JSON."""
+    import gzip
+    import json
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for no, text in enumerate(f, 1):
+            if no >= reported - 1:
+                try:
+                    json.loads(text)
+                except ValueError:
+                    return no
+            if no >= reported:
+                break
+    return reported
 
 
 def load(con: Any, source: str, path: Path) -> int:
