@@ -61,10 +61,10 @@ def build_categories(cats: list[Category], out: str, cfg: BuildConfig, eng: Opti
                      work: Optional[str] = None, prepared: bool = False) -> dict[str, Any]:
     """The duckdb engine over one or more categories: prepare each (unless `prepared`: shard jobs did), select,
     write; the work folder is removed after a finished build."""
-    from recbench.tasks.perrec.build_merge import category_folder, select
+    from recbench.tasks.perrec.build_merge import category_folder, select, work_folder
 
     eng = eng or Engine()
-    work_dir = Path(work) if work else Path(str(out) + ".work")
+    work_dir = work_folder(out, work)
     t0 = time.perf_counter()
     try:
         if not prepared:

@@ -20,6 +20,12 @@ from recbench.tasks.perrec.build_select import draw_windows, group_records
 from recbench.tasks.perrec.build_stats import input_summary
 
 
+def work_folder(out: Optional[str], work: Optional[str]) -> Path:
+    """The build's own scratch folder (removed when done): OUT.work, or a `perrec-build` folder inside --work-dir
+    (never --work-dir itself, which may hold other files)."""
+    return Path(work) / "perrec-build" if work else Path(str(out) + ".work")
+
+
 def category_folder(work: Path, i: int, cat: Category) -> Path:
     """The work folder of the i-th category."""
     return Path(work) / f"{i:03d}-{cat.domain or 'ratings'}"

@@ -49,12 +49,12 @@ def build_sharded(cats: list[Category], out: Optional[str], cfg: BuildConfig, en
                   work: Optional[str] = None) -> dict[str, Any]:
     """Prepare each category in its own job, wait for all, then merge and write the build (stats returned)."""
     from recbench.tasks.perrec.build import build_categories
-    from recbench.tasks.perrec.build_merge import category_folder
+    from recbench.tasks.perrec.build_merge import category_folder, work_folder
 
     if out is None:
         raise DataError("a sharded build needs --out (the jobs share its work folder). Fix: add --out")
     check_inputs(cats)
-    work_dir = Path(work) if work else Path(str(out) + ".work")
+    work_dir = work_folder(out, work)
     todo = [(i, c) for i, c in enumerate(cats) if not _prepared(category_folder(work_dir, i, c), c)]
     ex = executor(launcher, work_dir / ".submitit", eng)
     jobs = [(c, ex.submit(prepare_job, c, str(category_folder(work_dir, i, c)), cfg, eng)) for i, c in todo]
@@ -69,7 +69,7 @@ def build_sharded(cats: list[Category], out: Optional[str], cfg: BuildConfig, en
     if failed:
         raise DataError(f"{len(failed)} of {len(cats)} category job(s) failed, nothing merged: {' | '.join(failed)}. "
                         "Fix and rerun the same command (prepared categories are kept)")
-    return build_categories(cats, out, cfg, eng, str(work_dir), prepared=True)
+    return build_categories(cats, out, cfg, eng, work, prepared=True)
 
 
 def _prepared(folder: Path, cat: Category) -> bool:
