@@ -61,13 +61,16 @@ class RecBenchPlusTask(Task):
                          "demographics queries have none",
                    doc="share of recommended items found in the KG"),
         MetricSpec("strict_recall",
-                   meaning="recall after resolving titles to catalogue items (exact ids, no fuzzy credit)",
+                   meaning="recall of the answer's titles resolved to catalogue items (exact, then close match), by "
+                           "item id; unresolved and repeated titles count as misses",
                    doc="recall of catalogue-resolved titles"),
         MetricSpec("strict_precision",
-                   meaning="precision after resolving titles to catalogue items (exact ids, no fuzzy credit)",
+                   meaning="precision of the answer's titles resolved to catalogue items (exact, then close match), by "
+                           "item id; unresolved and repeated titles count as misses",
                    doc="precision of catalogue-resolved titles"),
         MetricSpec("strict_ndcg",
-                   meaning="NDCG after resolving titles to catalogue items (exact ids, no fuzzy credit)",
+                   meaning="NDCG of the answer's titles resolved to catalogue items (exact, then close match), by "
+                           "item id; unresolved and repeated titles count as misses",
                    doc="NDCG of catalogue-resolved titles"),
         MetricSpec("hallucination_rate",
                    meaning="share of recommended titles that match no catalogue item",
