@@ -1,9 +1,11 @@
-"""`python -m recbench list models|tasks|methods`: what the config groups hold, one line each (no torch import)."""
+"""`python -m recbench list models|tasks|methods|metrics`: what the config groups hold, one line each (no torch import;
+task classes are read from recbench/cli/task_index.json, not imported)."""
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
+import shutil
+import sys
+import textwrap
 from functools import lru_cache
 from typing import Optional
 
@@ -16,8 +18,9 @@ from recbench.api.conf_files import (  # noqa: F401
     merged,
     read_entry,
 )
+from recbench.cli.task_index import entry
 
-GROUPS = ("models", "tasks", "methods")
+GROUPS = ("models", "tasks", "methods", "metrics")
 
 
 def description(group: str, name: str) -> str:
@@ -70,16 +73,20 @@ def method_group(benchmark: str) -> str:
     return f"method/{benchmark}"
 
 
-@lru_cache(maxsize=None)
-def task_methods(task: str) -> frozenset[str]:
-    """Method kinds the task's class accepts (its `methods` mapping), imported without torch."""
+def task_target(task: str) -> str:
+    """The `_target_` class path of a packaged task config (merged with its defaults)."""
     if task not in names("task"):
         raise ValueError(f"Unknown task '{task}'. Valid choices for --task: {', '.join(names('task'))}")
     target = merged("task", task).get("_target_")
     if not target:
         raise ValueError(f"{conf_dir() / 'task' / (task + '.yaml')}: no _target_ (nor in its defaults)")
-    mod, _, cls = str(target).rpartition(".")
-    return frozenset(getattr(importlib.import_module(mod), cls).methods)
+    return str(target)
+
+
+@lru_cache(maxsize=None)
+def task_methods(task: str) -> frozenset[str]:
+    """Method kinds the task's class accepts (its `methods` mapping), from the task index (no import)."""
+    return frozenset(entry(task_target(task))["methods"])
 
 
 def accepts(allowed: frozenset[str], benchmark: str, method: str) -> bool:
@@ -119,35 +126,85 @@ def list_methods(task: Optional[str] = None) -> list[str]:
 
 
 def list_tasks() -> list[str]:
-    """One line per task config: name, benchmark family, description."""
-    lines = []
+    """One line per task config: name, benchmark family, description (columns as wide as their longest entry)."""
+    rows = []
     for n in names("task"):
         target = str(merged("task", n).get("_target_", ""))
-        family = target.split(".")[2] if target.startswith("recbench.tasks.") else "-"
-        lines.append(f"{n:<28} {family:<14} {description('task', n)}")
-    return lines
+        rows.append((n, target.split(".")[2] if target.startswith("recbench.tasks.") else "-"))
+    w0, w1 = (max(len(r[i]) for r in rows) for i in (0, 1))
+    return [f"{n:<{w0}} {family:<{w1}} {description('task', n)}" for n, family in rows]
+
+
+def _metric_line(name: str, where: str, direction: str, meaning: str, why_n: str, width: int) -> str:
+    return f"{name:<{width}} {where:<14} {direction:<7} {meaning}" + (f" [{why_n}]" if why_n else "")
+
+
+def list_metrics(task: Optional[str] = None) -> list[str]:
+    """One line per metric: name, where it is declared (a benchmark, or 'standard': selectable by name), direction
+    (higher / lower is better, none), meaning [on which examples it is defined, when not all]. With a task: the
+    metrics its class declares and those its config names (`metrics:`)."""
+    from recbench.api.metric_spec import _REGISTRY
+    from recbench.api.metrics import find_spec  # noqa: F401 - importing registers the standard metrics
+
+    std = {n: ("standard", s.direction, s.meaning, s.why_n) for n, s in _REGISTRY.items()}
+    rows: dict[str, tuple[str, str, str, str]] = {}
+    if task is None:
+        rows.update(std)
+        targets = sorted({task_target(t) for t in names("task")})
+    else:
+        targets = [task_target(task)]
+    for target in targets:
+        family = target.split(".")[2] if target.startswith("recbench.tasks.") else target
+        for m in entry(target)["metrics"]:
+            rows.setdefault(m["name"], (family, m["direction"], m["meaning"], m["why_n"]))
+    if task is not None:
+        for item in merged("task", task).get("metrics") or []:
+            name = str(item.get("name") if isinstance(item, dict) else item)
+            base = name.split("@", 1)[0]
+            if base in std:
+                rows.setdefault(name, std[base])
+    width = max((len(n) for n in rows), default=0)
+    return [_metric_line(n, *r, width) for n, r in rows.items()]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """CLI: list models [--paper P] | tasks | methods [--task T]; prints one line per entry."""
+    """CLI: list models [--paper P] | tasks | methods [--task T] | metrics [--task T]; prints one line per entry
+    (wrapped to the terminal's width, under its own column, when printing to a terminal)."""
     ap = argparse.ArgumentParser(prog="python -m recbench list", description="List what the config groups hold.")
     ap.add_argument("what", choices=GROUPS)
     ap.add_argument("--paper", choices=papers(), help="models: only those this paper ran")
-    ap.add_argument("--task", help="methods: only those this task accepts (its benchmark's conf/method/ folder)")
+    ap.add_argument("--task", help="methods: only those this task accepts (its benchmark's conf/method/ folder); "
+                                   "metrics: only this task's")
     args = ap.parse_args(argv)
     if args.paper and args.what != "models":
         ap.error("--paper applies to 'list models' only")
-    if args.task and args.what != "methods":
-        ap.error("--task applies to 'list methods' only")
+    if args.task and args.what not in ("methods", "metrics"):
+        ap.error("--task applies to 'list methods' and 'list metrics' only")
     try:
         if args.what == "models":
             lines = list_models(args.paper)
         elif args.what == "tasks":
             lines = list_tasks()
+        elif args.what == "metrics":
+            lines = list_metrics(args.task)
         else:
             lines = list_methods(args.task)
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    print("\n".join(lines))
+    print("\n".join(fit(lines, shutil.get_terminal_size().columns) if sys.stdout.isatty() else lines))
     return 0
+
+
+def fit(lines: list[str], width: int) -> list[str]:
+    """Lines wider than `width` wrapped, the continuation indented under the last column (the text after the
+    widest run of column padding)."""
+    out = []
+    for ln in lines:
+        if len(ln) <= width:
+            out.append(ln)
+            continue
+        gaps = [i for i in range(1, len(ln)) if ln[i - 1] == " " and ln[i] != " "]
+        col = max((i for i in gaps if i < width // 2), default=0)
+        out += textwrap.wrap(ln, width, subsequent_indent=" " * col, break_long_words=False) or [ln]
+    return out

@@ -78,7 +78,8 @@ def headline_bars(agg: pd.DataFrame, view: "ReportView") -> list[Plot]:
 
 
 def parse_failure_rates(agg: pd.DataFrame) -> list[Plot]:
-    """Share of examples whose answer could not be parsed, per model-backed configuration."""
+    """Share of examples whose answer could not be parsed, per model-backed configuration; no figure when no answer
+    failed (the tables' pf counts say so), and a small one for a few configurations."""
     sub = agg[(agg["slice"] == OVERALL[0]) & (agg["model"] != "none")]
     sub = sub.drop_duplicates(["task", "model", "method", "variant"])
     sub = sub[sub["examples"].notna() & (sub["examples"].fillna(0) > 0)]
@@ -86,8 +87,10 @@ def parse_failure_rates(agg: pd.DataFrame) -> list[Plot]:
         return []
     sub = sub.sort_values(["task", "model", "method"])
     labels = [f"{r['task']} · {row_label(r)}" for _, r in sub.iterrows()]
-    rates = (sub["parse_failed"].astype(float) / sub["examples"].astype(float)).tolist()
-    fig, ax = plt.subplots(figsize=(6.5, 0.32 * len(labels) + 1.2))
+    rates = (sub["parse_failed"].fillna(0).astype(float) / sub["examples"].astype(float)).tolist()
+    if not any(r > 0 for r in rates):
+        return []
+    fig, ax = plt.subplots(figsize=(4.5 if len(labels) <= 3 else 6.5, 0.32 * len(labels) + 1.0))
     ax.barh(range(len(labels)), rates, color="#c0504d")
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.invert_yaxis()

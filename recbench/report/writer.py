@@ -17,6 +17,7 @@ from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs
 from recbench.report.config_keys import ConfigKeys
 from recbench.report.directions import Directions
 from recbench.report.expected_rows import add_expected_rows
+from recbench.report.legends import legend_lines, table_metrics
 from recbench.report.plots import Plot, all_plots, row_label
 from recbench.report.results import JOB_FAILED, build_results, failed_jobs, write_results
 from recbench.report.significance import Significance, significance
@@ -122,6 +123,9 @@ def table_markdown(t: Table) -> str:
             out.append(_md_escape(f"{v} {extra}".strip()))
         lines.append("| " + " | ".join(map(_md_escape, labels)) + " | " + " | ".join(out) + " |")
     lines += ["", f"_{t.caption}_", ""]
+    legend = legend_lines(table_metrics(t))
+    if legend:
+        lines += [f"- {_md_escape(x)}" for x in legend] + [""]
     return "\n".join(lines)
 
 
@@ -149,7 +153,7 @@ def render_html(rep: Report, title: str = "recbench report") -> str:
     return env.get_template("report.html.j2").render(
         title=title, sections=rep.sections, sources=rep.sources, n_runs=len(rep.runs), version=version,
         generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"), runs=[str(r.dir) for r in rep.runs],
-        failed=rep.failed)
+        failed=rep.failed, legend_for=lambda t: legend_lines(table_metrics(t)))
 
 
 def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str = "recbench report",

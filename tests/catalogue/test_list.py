@@ -99,3 +99,36 @@ def test_list_methods_without_a_task_names_each_benchmarks_folder():
     out = subprocess.run([sys.executable, "-m", "recbench", "list", "methods", "--task", "generic_yesno"], cwd=REPO,
                          capture_output=True, text=True, timeout=120).stdout.splitlines()
     assert [ln.split()[0] for ln in out] == ["random", "zero_shot"]
+
+
+def test_task_index_matches_the_task_classes():
+    from recbench.cli.task_index import REGENERATE, build_index, read_index
+
+    assert read_index() == build_index(), f"recbench/cli/task_index.json is stale: run {REGENERATE}"
+
+
+def test_list_metrics_for_a_task_states_meaning_direction_and_why_n():
+    from recbench.cli.catalogue import list_metrics
+
+    by = {ln.split()[0]: ln for ln in list_metrics("recbench_plus")}
+    assert {"recall", "ftr", "cmr", "kg_existence", "strict_recall", "n_recommended"} <= set(by)
+    assert by["ftr"].split()[1:3] == ["recbench_plus", "lower"] and "format-error rate" in by["ftr"]
+    assert by["cmr"].split()[2] == "higher" and "[defined on condition queries only (explicit, implicit" in by["cmr"]
+    assert by["n_recommended"].split()[2] == "none"
+    assert [ln.split()[:3] for ln in list_metrics("generic_yesno")] == [["accuracy", "standard", "higher"]]
+    everything = {ln.split()[0]: ln.split()[1] for ln in list_metrics()}
+    assert everything["ptc"] == "perrec" and everything["hr"] == "standard" and everything["coverage"] == "memorization"
+
+
+def test_list_metrics_and_methods_import_no_task_package():
+    code = ("import sys; from recbench.cli.catalogue import main; main(['methods', '--task', 'recbench_plus']); "
+            "main(['metrics']); print('HEAVY', sorted(m for m in ('pandas', 'networkx', 'torch', 'hydra', "
+            "'recbench.tasks.recbench_plus.task') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120).stdout
+    assert "HEAVY []" in out, out[-500:]
+
+
+def test_list_tasks_columns_fit_the_longest_name():
+    lines = list_tasks()
+    starts = {ln.index(ln.split()[1], len(ln.split()[0])) for ln in lines}
+    assert len(starts) == 1  # the family column starts at one position, past the longest task name

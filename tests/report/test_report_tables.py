@@ -175,3 +175,20 @@ def test_cli_writes_every_format_and_fails_cleanly_on_a_missing_dir(runs, tmp_pa
     bad = subprocess.run([sys.executable, "-m", "recbench.report", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no such run or sweep dir" in bad.stderr
+
+
+def test_tables_carry_a_legend_and_no_empty_parse_failure_chart(runs, tmp_path):
+    from recbench.report.legends import legend_lines, table_metrics
+
+    out = write_report([runs], tmp_path / "rep")
+    rep = build_report([runs])
+    html, md = out["html"].read_text(), out["md"].read_text()
+    rb = next(t for t in rep.tables if "cmr" in table_metrics(t))
+    cmr = next(x for x in legend_lines(table_metrics(rb)) if x.startswith("cmr:"))
+    assert "defined on condition queries only (explicit, implicit, misinformed)" in cmr
+    assert f'data-legend="{rb.id}"' in html and cmr.replace("'", "&#39;") in html and f"- {cmr}" in md
+    ptc = next(x for x in legend_lines(["ptc"]))
+    assert ptc.startswith("ptc: personalization tau correlation") and ptc in md
+    failed = sum(_metrics(d.parent).get("counts", {}).get("parse_failed", 0) or 0 for d in runs.rglob("metrics.json")
+                 if "/scripted/" in d.as_posix())  # model runs: the chart leaves reference rows out
+    assert (failed == 0) == ('id="parse-failures"' not in html)

@@ -45,7 +45,7 @@ def test_model_free_run_page(model_free_run, tmp_path):
         hard = c.evaluate(s, FACTS_JS)
         errors = c.console_errors()
     assert errors == [], errors
-    assert facts["external"] == [] and facts["scripts"] == 2
+    assert facts["external"] == [] and facts["scripts"] == 3
     assert hard["ids"] == [x["id"] for x in samples if x["meta"]["difficulty"] == "hard"] and hard["ids"]
 
 
@@ -88,4 +88,4 @@ def test_scripted_run_page_filters_and_escapes(scripted_run, tmp_path):
     assert hostile in found["ids"] and found["ids"] == with_hostile
     assert HOSTILE in shown and HOSTILE in answer_cell  # the markup is visible as text
     assert prompts >= 2  # system + user message of the opened example
-    assert facts["pwned"] is None and facts["scripts"] == 2 and facts["external"] == []
+    assert facts["pwned"] is None and facts["scripts"] == 3 and facts["external"] == []

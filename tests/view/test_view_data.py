@@ -55,12 +55,15 @@ def test_scripted_run_rows_statuses_reasons_and_prompts(scripted_run):
 def test_page_embeds_no_raw_markup_from_model_text(scripted_run, tmp_path):
     out = view.write_view(scripted_run, tmp_path / "page.html")
     html = out.read_text()
-    # exactly the two script elements of the template: the JSON data block and the viewer code
-    assert len(re.findall(r"<script\b", html)) == 2
+    # exactly the three script elements of the template: the rows as JSON, the viewer code, the prompt table as JSON
+    assert len(re.findall(r"<script\b", html)) == 3
     assert "window.__pwned" in html and "<img src=x" not in html and "<b>overloaded" not in html
     blob = re.search(r'<script type="application/json" id="run-data">(.*?)</script>', html, re.S).group(1)
     data = json.loads(blob)
     assert any(c["response"] == HOSTILE for r in data["rows"] for c in r["calls"])
+    table = re.search(r'<script type="application/json" id="run-prompts">(.*?)</script>', html, re.S).group(1)
+    assert json.loads(table) == view.load_run(scripted_run)["prompts"] and "prompts" not in data
+    assert html.index('id="run-prompts"') > html.index("window.recbenchView")  # after the code that draws the rows
 
 
 def test_errors_of_examples_finished_later_are_not_listed(tmp_path):

@@ -131,18 +131,34 @@ class RatingTask(_ReviewTask):
     #: per example: 'parsed' (and the standard mae / mse); over the run (corpus_errors): RMSE / MAE with the fallback
     #: for failures and over parsed answers, the count of fallbacks and the fallback rating used
     metric_specs = (
-        MetricSpec("parsed", binary=True, doc="1 when the answer carried a rating"),
-        MetricSpec("rmse", higher_is_better=False, aggregation="corpus", doc="RMSE of clamped ratings, all answers",
+        MetricSpec("parsed",
+                   meaning="share of answers that carried a rating",
+                   binary=True, doc="1 when the answer carried a rating"),
+        MetricSpec("rmse",
+                   meaning="root mean squared error of the clamped rating, over all answers (unparsed: the fallback "
+                           "rating)",
+                   higher_is_better=False, aggregation="corpus", doc="RMSE of clamped ratings, all answers",
                    corpus=lambda records, task: task.corpus_errors(records)["rmse"]),
-        MetricSpec("mae", higher_is_better=False, doc="MAE of clamped ratings over all answers (per example: mae)",
+        MetricSpec("mae",
+                   meaning="mean absolute error of the clamped rating, over all answers (unparsed: the fallback "
+                           "rating)",
+                   higher_is_better=False, doc="MAE of clamped ratings over all answers (per example: mae)",
                    corpus=lambda records, task: task.corpus_errors(records)["mae"]),
-        MetricSpec("rmse_parsed", higher_is_better=False, aggregation="corpus", doc="RMSE over parsed answers",
+        MetricSpec("rmse_parsed",
+                   meaning="root mean squared error over the answers that carried a rating",
+                   higher_is_better=False, aggregation="corpus", doc="RMSE over parsed answers",
                    corpus=lambda records, task: task.corpus_errors(records)["rmse_parsed"]),
-        MetricSpec("mae_parsed", higher_is_better=False, aggregation="corpus", doc="MAE over parsed answers",
+        MetricSpec("mae_parsed",
+                   meaning="mean absolute error over the answers that carried a rating",
+                   higher_is_better=False, aggregation="corpus", doc="MAE over parsed answers",
                    corpus=lambda records, task: task.corpus_errors(records)["mae_parsed"]),
-        MetricSpec("n_fallback", higher_is_better=None, doc="answers scored with task.fallback_rating (a count)",
+        MetricSpec("n_fallback",
+                   meaning="answers scored with the fallback rating (no rating parsed)",
+                   higher_is_better=None, doc="answers scored with task.fallback_rating (a count)",
                    corpus=lambda records, task: task.corpus_errors(records)["n_fallback"]),
-        MetricSpec("fallback_rating", higher_is_better=None, doc="the rating given to unparsed answers (a setting)",
+        MetricSpec("fallback_rating",
+                   meaning="the rating given to unparsed answers (a setting)",
+                   higher_is_better=None, doc="the rating given to unparsed answers (a setting)",
                    corpus=lambda records, task: task.corpus_errors(records)["fallback_rating"]),
     )
 
@@ -211,10 +227,16 @@ class _TextTask(_ReviewTask):
     breakdown_by = ("history",)
     #: per example: bleu4 (and the standard rouge1/2/L); over the run: corpus BLEU-4 and the empty answers
     metric_specs = (
-        MetricSpec("bleu4", doc="sentence BLEU-4 (sacrebleu, 0-100)"),
-        MetricSpec("corpus_bleu4", aggregation="corpus", doc="corpus BLEU-4 (sacrebleu, 0-100)",
+        MetricSpec("bleu4",
+                   meaning="sentence BLEU-4 of the generated text against the reference, 0-100",
+                   doc="sentence BLEU-4 (sacrebleu, 0-100)"),
+        MetricSpec("corpus_bleu4",
+                   meaning="corpus BLEU-4 of all generated texts against their references, 0-100",
+                   aggregation="corpus", doc="corpus BLEU-4 (sacrebleu, 0-100)",
                    corpus=lambda records, task: task.corpus_bleu4(records)),
-        MetricSpec("empty_predictions", higher_is_better=None, doc="empty generated texts (a count: no direction)",
+        MetricSpec("empty_predictions",
+                   meaning="answers with an empty generated text",
+                   higher_is_better=None, doc="empty generated texts (a count: no direction)",
                    corpus=lambda records, task: sum(1 for r in records if not (r.prediction or "").strip())),
     )
 
@@ -316,16 +338,28 @@ class _RankTask(LLMRecTask):
     #: twice, and the candidates it named (besides the standard hr@k / ndcg@k); over the run (named_items): the same
     #: shares over all items named, and the answers naming fewer than n_recommend candidates. Model answers only.
     metric_specs = (
-        MetricSpec("share_in_candidates", doc="share of named items among the candidates",
+        MetricSpec("share_in_candidates",
+                   meaning="share of the items an answer names that are among its candidates",
+                   doc="share of named items among the candidates",
                    corpus=lambda records, task: named_share(records, "in_candidates")),
-        MetricSpec("share_out_of_candidate", higher_is_better=False, doc="share of named items outside the candidates",
+        MetricSpec("share_out_of_candidate",
+                   meaning="share of the items an answer names that are outside its candidates",
+                   higher_is_better=False, doc="share of named items outside the candidates",
                    corpus=lambda records, task: named_share(records, "out_of_candidate")),
-        MetricSpec("share_hallucinated", higher_is_better=False, doc="share of named items not in the catalogue",
+        MetricSpec("share_hallucinated",
+                   meaning="share of the items an answer names that are not in the catalogue",
+                   higher_is_better=False, doc="share of named items not in the catalogue",
                    corpus=lambda records, task: named_share(records, "hallucinated")),
-        MetricSpec("share_duplicate", higher_is_better=False, doc="share of named items named twice",
+        MetricSpec("share_duplicate",
+                   meaning="share of the items an answer names that it names twice",
+                   higher_is_better=False, doc="share of named items named twice",
                    corpus=lambda records, task: named_share(records, "duplicate")),
-        MetricSpec("n_valid_items", doc="candidate items named in the answer"),
-        MetricSpec("answers_with_fewer_than_n_valid", higher_is_better=None,
+        MetricSpec("n_valid_items",
+                   meaning="candidate items named in the answer",
+                   doc="candidate items named in the answer"),
+        MetricSpec("answers_with_fewer_than_n_valid",
+                   meaning="answers naming fewer than n_recommend candidates",
+                   higher_is_better=None,
                    doc="answers naming fewer than n_recommend candidates (a count: no direction)",
                    corpus=lambda records, task: task.short_answers(records)),
     )

@@ -43,17 +43,33 @@ class MemorizationTask(Task):
     #: per example (score): recalled on every example, coverage / false_recall on the real / control ones, the
     #: answer's similarity; over the run (corpus): coverage minus the control rate
     metric_specs = (
-        MetricSpec("recalled", binary=True, doc="1 when the answer matches the true title (fuzzy) or the true choice "
+        MetricSpec("recalled",
+                   meaning="share of probes whose answer recalls the true title or choice, real and control items "
+                           "together",
+                   binary=True, doc="1 when the answer matches the true title (fuzzy) or the true choice "
                                                 "scores highest, on real and control examples (higher = more recalled)"),
-        MetricSpec("coverage", binary=True, doc="recalled, on real catalogue items only: the share of the catalogue "
+        MetricSpec("coverage",
+                   meaning="share of real catalogue items the model recalls (more = more memorized, not a better "
+                           "model)",
+                   why_n="defined on real catalogue items only",
+                   binary=True, doc="recalled, on real catalogue items only: the share of the catalogue "
                                                 "the model recalls (higher = more memorized, not a better model)"),
-        MetricSpec("false_recall", higher_is_better=False, binary=True,
+        MetricSpec("false_recall",
+                   meaning="share of fabricated control items the model 'recalls': the probe's false-positive rate",
+                   why_n="defined on fabricated control items only",
+                   higher_is_better=False, binary=True,
                    doc="recalled, on fabricated control items only: the probe's false-positive rate"),
-        MetricSpec("similarity", doc="best rapidfuzz similarity (0-100) of the answer to a form of the true title"),
-        MetricSpec("copied", higher_is_better=None, binary=True,
+        MetricSpec("similarity",
+                   meaning="best fuzzy similarity (0-100) of the answer to a form of the true title",
+                   doc="best rapidfuzz similarity (0-100) of the answer to a form of the true title"),
+        MetricSpec("copied",
+                   meaning="share of answers that repeat a title the prompt showed rather than the true one",
+                   higher_is_better=None, binary=True,
                    doc="the answer repeats a title the prompt showed (a few-shot record, a history item) at least as "
                        "closely as it matches the true title: never a recall (a rate: no direction)"),
-        MetricSpec("coverage_minus_control", aggregation="corpus",
+        MetricSpec("coverage_minus_control",
+                   meaning="coverage minus the control items' false-recall rate",
+                   aggregation="corpus",
                    doc="coverage minus the control set's false-recall rate (interval and test: extra.memorization)",
                    corpus=lambda records, task: task.contrast(records)["difference"]["estimate"]),
     )

@@ -39,15 +39,29 @@ class PerRecTask(Task):
     #: ptc per group (score); rating MAE / RMSE over all users of the groups with a full rating prediction, group-size
     #: weighted (corpus; only for methods that predict ratings); per-group mae / mse are the standard metrics
     metric_specs = (
-        MetricSpec("ptc", doc="Kendall tau of true vs predicted per-user ranks (a failed parse scores 0)"),
-        MetricSpec("ptc_parsed", doc="PTC over fully parsed groups only"),
-        MetricSpec("rating_mae", higher_is_better=False, aggregation="corpus", doc="rating MAE over all users",
+        MetricSpec("ptc",
+                   meaning="personalization tau correlation: Kendall tau of the true vs predicted ranking of a group's "
+                           "users, -1 to 1, 0 = chance (a failed parse scores 0)",
+                   doc="Kendall tau of true vs predicted per-user ranks (a failed parse scores 0)"),
+        MetricSpec("ptc_parsed",
+                   meaning="PTC over the groups whose answer parsed fully",
+                   why_n="defined on fully parsed groups only",
+                   doc="PTC over fully parsed groups only"),
+        MetricSpec("rating_mae",
+                   meaning="mean absolute error of predicted ratings over all users of the groups",
+                   higher_is_better=False, aggregation="corpus", doc="rating MAE over all users",
                    corpus=lambda records, task: rating_errors(records)["mae"]),
-        MetricSpec("rating_rmse", higher_is_better=False, aggregation="corpus", doc="rating RMSE over all users",
+        MetricSpec("rating_rmse",
+                   meaning="root mean squared error of predicted ratings over all users of the groups",
+                   higher_is_better=False, aggregation="corpus", doc="rating RMSE over all users",
                    corpus=lambda records, task: rating_errors(records)["rmse"]),
-        MetricSpec("rating_n", higher_is_better=None, doc="users behind rating_mae / rating_rmse (a count: no direction)",
+        MetricSpec("rating_n",
+                   meaning="users behind rating_mae / rating_rmse",
+                   higher_is_better=None, doc="users behind rating_mae / rating_rmse (a count: no direction)",
                    corpus=lambda records, task: rating_errors(records)["n"]),
-        MetricSpec("rating_groups", higher_is_better=None, doc="groups behind rating_mae / rating_rmse (a count)",
+        MetricSpec("rating_groups",
+                   meaning="groups behind rating_mae / rating_rmse",
+                   higher_is_better=None, doc="groups behind rating_mae / rating_rmse (a count)",
                    corpus=lambda records, task: rating_errors(records)["groups"]),
     )
 

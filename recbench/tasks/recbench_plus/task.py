@@ -38,17 +38,49 @@ class RecBenchPlusTask(Task):
     conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
     #: what score() returns per query (besides the standard 'ndcg')
     metric_specs = (
-        MetricSpec("recall", doc="official recall of the ground-truth titles"),
-        MetricSpec("precision", doc="official precision"),
-        MetricSpec("ftr", higher_is_better=False, binary=True, doc="format-error rate (official)"),
-        MetricSpec("cmr", doc="condition match rate of recommended items found in the KG"),
-        MetricSpec("kg_existence", doc="share of recommended items found in the KG"),
-        MetricSpec("strict_recall", doc="recall of catalogue-resolved titles"),
-        MetricSpec("strict_precision", doc="precision of catalogue-resolved titles"),
-        MetricSpec("strict_ndcg", doc="NDCG of catalogue-resolved titles"),
-        MetricSpec("hallucination_rate", higher_is_better=False, doc="share of recommended titles not in the catalogue"),
-        MetricSpec("duplicate_rate", higher_is_better=False, doc="share of recommended titles naming an item again"),
-        MetricSpec("n_recommended", higher_is_better=None, doc="titles in the answer (a count: no direction)"),
+        MetricSpec("recall",
+                   meaning="share of the query's ground-truth titles the answer names (official RecBench+ fuzzy "
+                           "matching)",
+                   doc="official recall of the ground-truth titles"),
+        MetricSpec("precision",
+                   meaning="share of the answer's titles that are ground-truth titles (official RecBench+ matching)",
+                   doc="official precision"),
+        MetricSpec("ftr",
+                   meaning="format-error rate: share of answers not in the asked [SEP]-separated title format",
+                   higher_is_better=False, binary=True, doc="format-error rate (official)"),
+        MetricSpec("cmr",
+                   meaning="condition match rate: share of recommended items found in the KG that meet the query's "
+                           "conditions",
+                   why_n="defined on condition queries only (explicit, implicit, misinformed), and only where at "
+                         "least one recommended title is found in the KG; interest and demographics queries have "
+                         "none",
+                   doc="condition match rate of recommended items found in the KG"),
+        MetricSpec("kg_existence",
+                   meaning="share of recommended titles found in the knowledge graph",
+                   why_n="defined on condition queries only (explicit, implicit, misinformed); interest and "
+                         "demographics queries have none",
+                   doc="share of recommended items found in the KG"),
+        MetricSpec("strict_recall",
+                   meaning="recall of the answer's titles resolved to catalogue items (exact, then close match), by "
+                           "item id; unresolved and repeated titles count as misses",
+                   doc="recall of catalogue-resolved titles"),
+        MetricSpec("strict_precision",
+                   meaning="precision of the answer's titles resolved to catalogue items (exact, then close match), by "
+                           "item id; unresolved and repeated titles count as misses",
+                   doc="precision of catalogue-resolved titles"),
+        MetricSpec("strict_ndcg",
+                   meaning="NDCG of the answer's titles resolved to catalogue items (exact, then close match), by "
+                           "item id; unresolved and repeated titles count as misses",
+                   doc="NDCG of catalogue-resolved titles"),
+        MetricSpec("hallucination_rate",
+                   meaning="share of recommended titles that match no catalogue item",
+                   higher_is_better=False, doc="share of recommended titles not in the catalogue"),
+        MetricSpec("duplicate_rate",
+                   meaning="share of recommended titles that name an item already named",
+                   higher_is_better=False, doc="share of recommended titles naming an item again"),
+        MetricSpec("n_recommended",
+                   meaning="number of titles in the answer",
+                   higher_is_better=None, doc="titles in the answer (a count: no direction)"),
     )
 
     def __init__(self, cfg: DictConfig):

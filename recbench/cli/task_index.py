@@ -1,0 +1,56 @@
+"""The task classes' method names and declared metrics, kept in task_index.json beside this module, so `list
+methods --task T` and `list metrics` answer without importing the task packages (pandas, networkx: seconds on a
+busy machine). `python -m recbench.cli.task_index` rewrites the file; a test fails when it differs from the classes.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+INDEX = Path(__file__).resolve().parent / "task_index.json"
+REGENERATE = "python -m recbench.cli.task_index"
+
+
+def task_targets() -> list[str]:
+    """The `_target_` class paths of the packaged task configs (merged with their defaults), sorted."""
+    from recbench.api.conf_files import conf_dir, merged
+
+    tasks = [p.stem for p in (conf_dir() / "task").glob("*.yaml")]
+    return sorted({str(t) for n in tasks if (t := merged("task", n).get("_target_"))})
+
+
+def class_entry(target: str) -> dict[str, Any]:
+    """One class's method names and declared metrics (name, direction, meaning, why_n), imported."""
+    mod, _, cls_name = target.rpartition(".")
+    cls = getattr(importlib.import_module(mod), cls_name)
+    return {"methods": sorted(cls.methods),
+            "metrics": [{"name": s.name, "direction": s.direction, "meaning": s.meaning, "why_n": s.why_n}
+                        for s in cls.metric_specs]}
+
+
+def build_index() -> dict[str, Any]:
+    """The index as the classes define it now (imports every task class)."""
+    return {t: class_entry(t) for t in task_targets()}
+
+
+def read_index() -> dict[str, Any]:
+    """The stored index ({} when the file is missing)."""
+    return json.loads(INDEX.read_text(encoding="utf-8")) if INDEX.exists() else {}
+
+
+def entry(target: str) -> dict[str, Any]:
+    """A class's entry: from the stored index, else (a class it does not list, e.g. a user's own) imported."""
+    return read_index().get(target) or class_entry(target)
+
+
+def main() -> int:
+    """Rewrite task_index.json from the task classes."""
+    INDEX.write_text(json.dumps(build_index(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {INDEX}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
