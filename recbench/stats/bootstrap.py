@@ -6,6 +6,8 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 
+from recbench.stats.resample import integer_blocks
+
 
 def ranks_from_order(order: Sequence[Hashable]) -> dict[Hashable, int]:
     """Rank (1 = first) of each id in a best-first ordering."""
@@ -37,15 +39,16 @@ def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, level: float = 0.9
     """Percentile bootstrap CI of the mean (NaN-free input; resampling unit: one value); (nan, nan) for fewer than 2.
 
     The same draws and quantiles as scipy.stats.bootstrap(method="percentile", vectorized, one batch) with
-    default_rng(seed), written out because importing scipy.stats costs more start-up time than the rest of a run;
+    default_rng(seed), drawn in bounded batches (recbench.stats.resample), written out because importing scipy.stats costs more start-up time than the rest of a run;
     tests/core/test_core_bootstrap.py checks equality with scipy on many inputs.
     """
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return (math.nan, math.nan)
-    idx = np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))
+    rng = np.random.default_rng(seed)
+    means = np.concatenate([x[idx].mean(axis=-1) for idx in integer_blocks(rng, len(x), n_boot)])
     alpha = (1 - level) / 2
-    lo, hi = np.quantile(x[idx].mean(axis=-1), [alpha, 1 - alpha])
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
     return float(lo), float(hi)
 
 

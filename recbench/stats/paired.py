@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recbench.stats._lazy import lazy_module
+from recbench.stats.resample import batch_rows, integer_blocks, sign_flip_null, two_sided_p
 
 stats = lazy_module("scipy.stats")  # imported on first use: a plain run needs no paired test
 
@@ -54,8 +55,21 @@ def paired_bootstrap_ci(a, b, *, n_resamples: int = 9999, level: float = 0.95, s
     d = a - b
     if np.all(d == d[0]):  # every resample gives the same difference
         return (float(d[0]), float(d[0]))
-    res = stats.bootstrap((a, b), _mean_diff, paired=True, vectorized=True, n_resamples=n_resamples,
-                          confidence_level=level, method=method, random_state=np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    theta = np.concatenate([_mean_diff(a[i], b[i]) for i in integer_blocks(rng, len(a), n_resamples)])
+    return percentile_interval((a, b), _mean_diff, theta, level=level, method=method)
+
+
+@dataclass(frozen=True)
+class _Distribution:
+    bootstrap_distribution: np.ndarray
+
+
+def percentile_interval(data, statistic, theta: np.ndarray, *, level: float, method: str = "percentile",
+                        vectorized: bool = True) -> tuple[float, float]:
+    """scipy.stats.bootstrap's paired CI from a bootstrap distribution drawn in batches (scipy's own quantiles)."""
+    res = stats.bootstrap(data, statistic, paired=True, vectorized=vectorized, n_resamples=0, confidence_level=level,
+                          method=method, bootstrap_result=_Distribution(theta), batch=batch_rows(len(data[0])))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
@@ -63,10 +77,15 @@ def _sum_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.sum(x, axis=axis)
 
 
-def _sign_flip(d: np.ndarray, n_resamples: int, seed: int):
-    return stats.permutation_test((d,), _sum_stat, permutation_type="samples", vectorized=True,
-                                  n_resamples=n_resamples, alternative="two-sided",
-                                  random_state=np.random.default_rng(seed), batch=10_000)
+def _sign_flip_p(d: np.ndarray, n_resamples: int, seed: int) -> float:
+    """scipy.stats.permutation_test's two-sided sign-flip p of sum(d): exact (scipy) when 2^n <= n_resamples, else
+    its Monte Carlo p from the same draws in bounded batches (recbench.stats.resample)."""
+    rng = np.random.default_rng(seed)
+    if 2 ** min(len(d), 64) <= n_resamples:
+        return float(stats.permutation_test((d,), _sum_stat, permutation_type="samples", vectorized=True,
+                                            n_resamples=n_resamples, alternative="two-sided", random_state=rng,
+                                            batch=batch_rows(2 * len(d), n_resamples)).pvalue)
+    return two_sided_p(sign_flip_null(d, n_resamples, rng), float(_sum_stat(d)))
 
 
 def sign_flip_mc_se(p: float, n_resamples: int) -> float:
@@ -116,8 +135,7 @@ def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> Te
     fixed = n_resamples is not None
     n_res = int(n_resamples) if fixed else FIRST_RESAMPLES
     exact = 2 ** min(len(d), 64) <= n_res
-    res = _sign_flip(d, n_res, seed)
-    p = float(res.pvalue)
+    p = _sign_flip_p(d, n_res, seed)
     if exact:
         return TestResult("permutation", p, note="exact")
     if not fixed and p < REFINE_BELOW:
@@ -125,8 +143,8 @@ def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> Te
         if needed > n_res:
             n_res = min(MAX_RESAMPLES, max(needed, 2 * n_res))
             if 2 ** min(len(d), 64) <= n_res:
-                return TestResult("permutation", float(_sign_flip(d, n_res, seed).pvalue), note="exact")
-            p = float(_sign_flip(d, n_res, seed).pvalue)
+                return TestResult("permutation", _sign_flip_p(d, n_res, seed), note="exact")
+            p = _sign_flip_p(d, n_res, seed)
     return TestResult("permutation", p, n_resamples=n_res, mc_se=sign_flip_mc_se(p, n_res))
 
 

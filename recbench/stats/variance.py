@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recbench.stats._lazy import lazy_module
+from recbench.stats.resample import batch_rows, integer_blocks
 
 stats = lazy_module("scipy.stats")
 
@@ -98,8 +99,9 @@ def template_share_ci(y, n_boot: int = 1000, level: float = 0.95, seed: int = 0)
     """Percentile bootstrap CI of the template's share of variance, examples resampled (NaN when it is undefined)."""
     a = _table(y)
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, a.shape[0], (n_boot, a.shape[0]))
-    shares = np.array([decompose(a[i]).shares["template"] for i in idx])
+    rows = batch_rows(a[0].size * a.shape[0], n_boot)  # a block of resampled tables holds at most BLOCK_FLOATS values
+    shares = np.array([decompose(a[i]).shares["template"] for idx in integer_blocks(rng, a.shape[0], n_boot, rows)
+                       for i in idx])
     shares = shares[np.isfinite(shares)]
     if not len(shares):
         return (math.nan, math.nan)
@@ -131,6 +133,6 @@ def template_effect_test(y, n_resamples: int = 9999, seed: int = 0) -> TemplateT
         return TemplateTest(0.0, 1.0, None)
     res = stats.permutation_test(tuple(a.T), _spread, permutation_type="samples", vectorized=True,
                                  n_resamples=n_resamples, alternative="greater",
-                                 random_state=np.random.default_rng(seed))
+                                 random_state=np.random.default_rng(seed), batch=batch_rows(a.size, n_resamples))
     exact = math.factorial(a.shape[1]) ** a.shape[0] <= n_resamples
     return TemplateTest(float(res.statistic), float(res.pvalue), None if exact else n_resamples)

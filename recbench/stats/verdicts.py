@@ -35,9 +35,11 @@ from recbench.stats.paired import (
     is_binary,
     paired_bootstrap_ci,
     paired_test,
+    percentile_interval,
     sign_flip_mc_se,
     sign_flip_test,
 )
+from recbench.stats.resample import batch_rows, integer_blocks
 from recbench.store.schema import Run, SchemaError, find_run_dirs, read_run
 
 log = logging.getLogger(__name__)
@@ -235,12 +237,13 @@ def _corpus_comparison(spec: MetricSpec, a: System, b: System, ids: list[str], *
     def stat(x, y):
         return f(list(x)) - f(list(y))
 
-    rng = np.random.default_rng(seed)
-    ci = stats.bootstrap((va, vb), stat, paired=True, vectorized=False, n_resamples=n_resamples,
-                         method="percentile", random_state=rng).confidence_interval
+    rng = np.random.default_rng(seed)  # one stream: the bootstrap's draws, then the permutations'
+    theta = np.array([stat(va[i], vb[i]) for idx in integer_blocks(rng, len(va), n_resamples) for i in idx])
+    lo, hi = percentile_interval((va, vb), stat, theta, level=0.95, vectorized=False)
     p = stats.permutation_test((va, vb), stat, permutation_type="samples", vectorized=False,
-                               n_resamples=n_resamples, random_state=rng).pvalue
-    return f(list(va)), f(list(vb)), float(ci.low), float(ci.high), float(p), int(ok.sum()), \
+                               n_resamples=n_resamples, random_state=rng,
+                               batch=batch_rows(2 * len(va), n_resamples)).pvalue
+    return f(list(va)), f(list(vb)), lo, hi, float(p), int(ok.sum()), \
         f"corpus statistic of '{spec.per_example_name}', examples resampled ({n_resamples} resamples)"
 
 
