@@ -153,6 +153,8 @@ class HFBackendConf(ModelBackendConf):
     """transformers in-process (recbench.backends.hf.HFBackend)."""
 
     batch_size: Optional[int] = 16
+    # torch threads: a positive integer, or auto = the cores other processes leave free (recbench/backends/threads.py)
+    threads: Any = "auto"
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence
 
 from recbench.api.config import VLLMBackendConf
 from recbench.backends.base import Backend, empty_answer
-from recbench.backends.hf import quiet_gguf, resolve_model_dir, weights_fingerprint
+from recbench.backends.hf_weights import quiet_gguf, resolve_model_dir, weights_fingerprint
 from recbench.backends.quirks import apply_quirks, check_quirks
 from recbench.api.types import Request, Response
 
@@ -60,45 +60,25 @@ class VLLMBackend(Backend):
         quirks: Optional[Sequence[str]] = VLLMBackendConf.quirks,
     ):
         self.quirks = check_quirks(quirks)
-        # a GGUF shipped in a pip package (SmolLM2) is converted once to a cached HF folder vLLM can load
-        src = resolve_model_dir(model, package)
-        if gguf_file:
-            from recbench.backends.convert import hf_folder_for_gguf
-
-            self.source = f"{src}/{gguf_file}"
-            with quiet_gguf(f"{gguf_file} -> HF folder (cached after the first time)"):
-                self.model_path = str(hf_folder_for_gguf(src, gguf_file, convert_dtype))
-        else:
-            self.source = src
-            self.model_path = src
+        self.source, self.model_path = model_source(model, package, gguf_file, convert_dtype)
         self.name = name or model or package
         self.revision = revision
         self.batch_size = batch_size
         self.lora_adapters = dict(lora_adapters or {})
         self._lora_ids: dict[str, int] = {}
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.engine_args: dict[str, Any] = {
-            "model": self.model_path,
-            "tokenizer": tokenizer,
-            "revision": revision,
-            "dtype": dtype,
-            "quantization": quantization,
-            "max_model_len": max_model_len,
-            "tensor_parallel_size": tensor_parallel_size,
-            "pipeline_parallel_size": pipeline_parallel_size,
+        self.engine_args: dict[str, Any] = engine_arguments({
+            "model": self.model_path, "tokenizer": tokenizer, "revision": revision, "dtype": dtype,
+            "quantization": quantization, "max_model_len": max_model_len,
+            "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size,
             "distributed_executor_backend": distributed_executor_backend,
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "kv_cache_memory_bytes": kv_cache_memory_bytes,
-            "enable_prefix_caching": enable_prefix_caching,
-            "enforce_eager": enforce_eager,
-            "enable_lora": enable_lora,
-            "trust_remote_code": trust_remote_code,
-            "seed": seed,
+            "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_memory_bytes": kv_cache_memory_bytes,
+            "enable_prefix_caching": enable_prefix_caching, "enforce_eager": enforce_eager,
+            "enable_lora": enable_lora, "trust_remote_code": trust_remote_code, "seed": seed,
             "generation_config": "vllm",  # never the model's implicit sampling defaults
             **({"max_lora_rank": max_lora_rank, "max_loras": max_loras} if enable_lora else {}),
             **(engine_kwargs or {}),
-        }
-        self.engine_args = engine_arguments(self.engine_args)
+        })
         self.llm = self._engine()
         self._identity: Optional[dict[str, Any]] = None
 
@@ -118,7 +98,8 @@ class VLLMBackend(Backend):
 
     # ---- identity and records ---------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        """Kind, name, weights fingerprint (GGUF hash or folder), revision, chat-template hash, dtype."""
+        """Kind, name, weights fingerprint (GGUF hash or folder), revision, chat-template hash, dtype; the device
+        class when it is not cpu."""
         if self._identity is None:
             tok = self.llm.get_tokenizer()
             template = getattr(tok, "chat_template", None) or ""
@@ -131,6 +112,8 @@ class VLLMBackend(Backend):
                 "chat_template": hashlib.sha256(template.encode()).hexdigest()[:16],
                 "dtype": str(self.llm.llm_engine.model_config.dtype).replace("torch.", ""),
             }
+            if device_class() != "cpu":  # GPU kernels decode other text: kept apart (CPU keys are unchanged)
+                self._identity["device"] = device_class()
             if self.quirks:  # the model sees rewritten messages: keep their answers apart in the cache
                 self._identity["quirks"] = list(self.quirks)
         return self._identity
@@ -236,6 +219,28 @@ class VLLMBackend(Backend):
                 logprobs=_logprobs(c, self.llm) if c.logprobs else None,
             ))
         return res
+
+
+def model_source(model: str, package: Optional[str], gguf_file: Optional[str], convert_dtype: str) -> tuple[str, str]:
+    """(source, path vLLM loads): a GGUF shipped in a pip package (SmolLM2) is converted once to a cached HF folder
+    vLLM can load; a folder or hub id is loaded as it is."""
+    src = resolve_model_dir(model, package)
+    if not gguf_file:
+        return src, src
+    from recbench.backends.convert import hf_folder_for_gguf
+
+    with quiet_gguf(f"{gguf_file} -> HF folder (cached after the first time)"):
+        return f"{src}/{gguf_file}", str(hf_folder_for_gguf(src, gguf_file, convert_dtype))
+
+
+def device_class() -> str:
+    """The device class vLLM runs on (cuda, cpu, rocm, ...: its current platform)."""
+    try:
+        from vllm.platforms import current_platform
+
+        return str(current_platform.device_type or "cpu")
+    except Exception:  # noqa: BLE001 - an older vLLM without platforms: its engines ran on CUDA
+        return "cuda"
 
 
 def engine_arguments(args: dict[str, Any]) -> dict[str, Any]:
