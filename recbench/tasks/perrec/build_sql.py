@@ -60,10 +60,15 @@ def _require(con: Any, src: str, path: Path, columns: list[str]) -> None:
 
 
 def duckdb_error(e: Exception, path: Path, work: Path) -> Exception:
-    """A DuckDB error as recbench's: DiskFull for no space left, a DataError naming file and line for a bad row."""
+    """A DuckDB error as recbench's: DiskFull for no space left, a DataError naming file and line for a bad row
+    (an input or conversion error); any other error as it is."""
+    import duckdb
+
     msg = str(e)
     if "No space left" in msg or "Disk quota" in msg or getattr(e, "errno", None) in FULL_ERRNOS:
         return disk_full(work, "the build's work database", "point --work-dir at a disk with room")
+    if not isinstance(e, (duckdb.InvalidInputException, duckdb.ConversionException)):
+        return e
     line = re.search(r"(?:Line: |in line )(\d+)", msg)
     where = f"{path}:{_json_line(path, int(line.group(1))) if 'Malformed JSON' in msg else line.group(1)}" \
         if line else str(path)
