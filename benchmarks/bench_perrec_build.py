@@ -2,13 +2,25 @@
 
     python benchmarks/bench_perrec_build.py [--ratings 1000000] [--repeat 3]
 
-Times (1) reading the CSVs + selection + statistics + writing (`build`, the CLI path) and (2) selection alone
-(`build_groups` on an in-memory frame), best of --repeat runs; CPU seconds too, since shared machines are noisy.
+Times (1) reading the CSVs + selection + statistics + writing (`build`, the CLI path, pandas engine) and (2) selection
+alone (`build_groups` on an in-memory frame), best of --repeat runs; CPU seconds too, since shared machines are noisy.
+
+    python benchmarks/bench_perrec_build.py --engine both --ratings 1000000 [--data DIR] [--memory-gb 16]
+    python benchmarks/bench_perrec_build.py --engine duckdb --ratings 25000000 --data /tmp/m25
+
+The engine comparison: each engine's CLI build (`python -m recbench.build perrec --engine E`) in its own process
+under `/usr/bin/time -v` and an address-space limit (`prlimit --as`), in the same run: wall seconds, peak RSS, the
+ratio duckdb / pandas, whether the two builds are byte-identical (groups, held-out, items, ratings), the load
+average; appended to benchmarks/results/bench_perrec_build_duckdb.json.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -60,12 +72,60 @@ def synthetic_amazon(path: Path, n_ratings: int, seed: int = 0, prefix: str = ""
     out.to_json(path, orient="records", lines=True, compression="gzip" if path.suffix == ".gz" else None)
 
 
+RESULTS = Path(__file__).parent / "results" / "bench_perrec_build_duckdb.json"
+FILES = ("groups.jsonl", "heldout.jsonl", "items.jsonl", "ratings.csv.gz")
+
+
+def timed_build(engine: str, src: Path, out: Path, memory_gb: float) -> dict:
+    """One CLI build in its own process: wall seconds and peak RSS from /usr/bin/time -v, its exit code."""
+    cmd = ["prlimit", f"--as={int(memory_gb * 2**30)}", "--", "/usr/bin/time", "-v", sys.executable, "-m",
+           "recbench.build", "perrec", "--source", "movielens", "--input", str(src), "--out", str(out), "--engine", engine]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", p.stderr)
+    secs = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall.group(1).split(":")))) if wall else None
+    row = {"engine": engine, "exit": p.returncode, "wall_s": round(secs, 2) if secs else None,
+           "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None, "load_after": os.getloadavg()[0]}
+    if p.returncode:
+        row["error_tail"] = p.stderr[-600:]
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def compare_engines(a: argparse.Namespace) -> None:
+    """Build with each engine in its own process (same run, same input); record time, peak RSS, identity."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(a.data) if a.data else Path(tmp) / "ml"
+        if not (src / "ratings.csv").is_file():
+            synthetic_movielens(src, a.ratings)
+        n = sum(1 for _ in open(src / "ratings.csv")) - 1
+        engines = ["pandas", "duckdb"] if a.engine == "both" else [a.engine]
+        row = {"ratings": n, "command": " ".join(["python", "benchmarks/bench_perrec_build.py", *sys.argv[1:]]),
+               "load_before": os.getloadavg(), "runs": [timed_build(e, src, Path(tmp) / e, a.memory_gb) for e in engines]}
+        row["load_after"] = os.getloadavg()
+        ok = [r for r in row["runs"] if r["exit"] == 0]
+        if len(ok) == 2:
+            row["identical"] = all((Path(tmp) / "pandas" / f).read_bytes() == (Path(tmp) / "duckdb" / f).read_bytes()
+                                   for f in FILES)
+            row["duckdb_over_pandas"] = {"wall": round(ok[1]["wall_s"] / ok[0]["wall_s"], 3),
+                                         "peak_rss": round(ok[1]["peak_rss_mb"] / ok[0]["peak_rss_mb"], 3)}
+    print(json.dumps(row, indent=2))
+    old = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
+    RESULTS.write_text(json.dumps(old + [row], indent=2) + "\n")
+
+
 def main() -> None:
     """Run the benchmark and print a JSON summary."""
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ratings", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--engine", choices=["pandas", "duckdb", "both"], default=None,
+                    help="compare engines' CLI builds (time, peak RSS, identity) instead of the in-process timing")
+    ap.add_argument("--data", default=None, help="a MovieLens-layout folder to build from (made with --ratings if empty)")
+    ap.add_argument("--memory-gb", type=float, default=16.0, help="address-space limit of each build process")
     a = ap.parse_args()
+    if a.engine:
+        return compare_engines(a)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "ml"
         synthetic_movielens(src, a.ratings)
@@ -76,7 +136,7 @@ def main() -> None:
             columns={"userId": "user_id", "movieId": "item_id"})
         for i in range(a.repeat):
             t, c = time.perf_counter(), time.process_time()
-            stats = build("movielens", str(src), str(Path(tmp) / f"out{i}"), None, cfg)
+            stats = build("movielens", str(src), str(Path(tmp) / f"out{i}"), None, cfg, engine="pandas")
             full.append(time.perf_counter() - t)
             full_cpu.append(time.process_time() - c)
             t, c = time.perf_counter(), time.process_time()

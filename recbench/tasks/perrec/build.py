@@ -2,8 +2,8 @@
 
     python -m recbench.build perrec --source movielens --input ../shared/data/ml-latest-small --out built/ml
     python -m recbench.build perrec --source amazon-csv --input All_Beauty.5core.csv.gz --meta meta.jsonl --out built/beauty --gamma 10
-    python -m recbench.build perrec --source amazon-jsonl --category Beauty=Beauty.jsonl.gz --category Toys=Toys.jsonl.gz \
-        --out built/two [--launcher submitit_local]   # one domain per category; one job per category
+    python -m recbench.build perrec --source amazon-jsonl --category Beauty=Beauty.jsonl.gz --category Toys=Toys.jsonl.gz --out built/two
+        [--launcher submitit_local]   # one domain per category; with a launcher, one job per category
 
 Engines: `duckdb` (default; out of core, memory set by --memory-limit) and `pandas` (in memory); on the same input and
 seed they write the same groups (docs/perrec.md, "Building at scale").
@@ -19,25 +19,23 @@ item2group_avg_diff_sample-{easy,medium,hard}.json): within a difficulty every g
 items (`heldout_item_fraction`) disjoint from the test groups' items feeds few-shot prompts and fine-tuning. Output layout: see docs/perrec.md ("recbench group format").
 """
 from __future__ import annotations
-from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from recbench.api.errors import DataError
-from recbench.store.diskspace import DiskFull, is_full, disk_full
+from recbench.store.diskspace import DiskFull
 from recbench.tasks.perrec.build_config import BuildConfig
-from recbench.tasks.perrec.build_duckdb import Category, Engine, prepare
+from recbench.tasks.perrec.build_duckdb import Category, Engine
 from recbench.tasks.perrec.build_pandas import (annotate, build_groups, clean_ratings, item_prior_means,  # noqa: F401
                                                 separated_chains)
 from recbench.tasks.perrec.build_readers import READERS, RATING_COLS, category_items, read_source  # noqa: F401
 from recbench.tasks.perrec.build_sql import SOURCES
 from recbench.tasks.perrec.build_stats import statistics, stats_markdown, windows_in_several_difficulties  # noqa: F401
-from recbench.tasks.perrec.build_write import write_build
+from recbench.tasks.perrec.build_run import build_categories, finish
 
 ENGINES = ("duckdb", "pandas")
 
@@ -52,64 +50,9 @@ def build(source: str, input: str, out: str, meta: Optional[str] = None, cfg: Op
         t_read = time.perf_counter() - t0
         built = build_groups(ratings, cfg)
         del ratings
-        return _finish(out, items, built, cfg, {"kind": source, "input": str(input), "meta": str(meta) if meta else None},
+        return finish(out, items, built, cfg, {"kind": source, "input": str(input), "meta": str(meta) if meta else None},
                        t_read, engine)
     return build_categories([Category(source, str(input), meta)], out, cfg, eng, work)
-
-
-def build_categories(cats: list[Category], out: str, cfg: BuildConfig, eng: Optional[Engine] = None,
-                     work: Optional[str] = None, prepared: bool = False) -> dict[str, Any]:
-    """The duckdb engine over one or more categories: prepare each (unless `prepared`: shard jobs did), select,
-    write; the work folder is removed after a finished build."""
-    from recbench.tasks.perrec.build_merge import category_folder, select, work_folder
-
-    eng = eng or Engine()
-    work_dir = work_folder(out, work)
-    t0 = time.perf_counter()
-    try:
-        if not prepared:
-            for i, cat in enumerate(cats):
-                prepare(cat, category_folder(work_dir, i, cat), cfg, eng)
-        t_read = time.perf_counter() - t0
-        built = select(work_dir, cats, cfg, eng)
-        items = category_items(cats)
-        one = len(cats) == 1 and not cats[0].domain
-        src = {"kind": cats[0].source, "input": cats[0].input, "meta": cats[0].meta} if one else \
-            {"kind": cats[0].source, "categories": {c.domain: {"input": c.input, "meta": c.meta} for c in cats}}
-        stats = _finish(out, items, built, cfg, src, t_read, "duckdb")
-    except BaseException as e:
-        if not prepared:  # a single build's work folder is only scratch; a sharded build's keeps prepared categories
-            shutil.rmtree(work_dir, ignore_errors=True)
-        if isinstance(e, OSError) and is_full(e):
-            raise disk_full(work_dir, "the build's work folder", "point --work-dir at a disk with room") from None
-        raise
-    shutil.rmtree(work_dir, ignore_errors=True)
-    return stats
-
-
-def _finish(out: str, items: Any, built: dict[str, Any], cfg: BuildConfig, source: dict[str, Any], t_read: float,
-            engine: str) -> dict[str, Any]:
-    """Statistics, then the build written to a staging folder and moved into `out` (nothing half-written there)."""
-    from recbench.tasks.perrec.build_merge import publish, staged
-
-    stats = statistics(items, built, cfg)
-    stats["source"] = source
-    stats["read_seconds"] = round(t_read, 3)
-    stats["engine"] = engine
-    if built.get("domains"):
-        stats["domains"] = built["domains"]
-    if out is None:
-        return stats
-    stage = staged(Path(out))
-    try:
-        write_build(stage, items, built, stats)
-        publish(stage, Path(out))
-    except OSError as e:
-        shutil.rmtree(stage, ignore_errors=True)
-        if is_full(e):
-            raise disk_full(out, "the build", "write --out to a disk with room") from None
-        raise
-    return stats
 
 
 def categories(a: argparse.Namespace, ap: argparse.ArgumentParser) -> list[Category]:

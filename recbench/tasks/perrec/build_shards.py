@@ -48,7 +48,7 @@ def executor(launcher: str, folder: Path, eng: Engine) -> Any:
 def build_sharded(cats: list[Category], out: Optional[str], cfg: BuildConfig, eng: Engine, launcher: str,
                   work: Optional[str] = None) -> dict[str, Any]:
     """Prepare each category in its own job, wait for all, then merge and write the build (stats returned)."""
-    from recbench.tasks.perrec.build import build_categories
+    from recbench.tasks.perrec.build_run import build_categories
     from recbench.tasks.perrec.build_merge import category_folder, work_folder
 
     if out is None:

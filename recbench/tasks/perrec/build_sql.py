@@ -1,10 +1,10 @@
 """The `duckdb` build engine's SQL: load one category's ratings, refuse bad values by file and line, and compute the
 per-user prior counts and averages, the eligible query ratings and the co-rating windows out of core.
 
-Tables of one category's database: `raw` (the rows as read, rowid = row in file order), `r` (one earliest rating per
-user and item, with the rating range applied) and `e` (eligible query ratings: rid = rowid in `a`, window, block
-number `blk` in (item, window) order, item code `icode`, relative rating `rel`), `a` (r annotated with n_prior and
-avg)."""
+Tables of one category's database: `raw` (the rows as read, rowid = row in file order; dropped once cleaned), `a`
+(one earliest rating per user and item, in the rating range, with n_prior and avg; the view `r` shows its rating
+columns) and `e` (eligible query ratings: rid = rowid in `a`, window `win`, block number `blk` in (item, window)
+order, item code `icode`, relative rating `rel`)."""
 from __future__ import annotations
 
 import re
@@ -60,10 +60,15 @@ def _require(con: Any, src: str, path: Path, columns: list[str]) -> None:
 
 
 def duckdb_error(e: Exception, path: Path, work: Path) -> Exception:
-    """A DuckDB error as recbench's: DiskFull for no space left, a DataError naming file and line for a bad row."""
+    """A DuckDB error as recbench's: DiskFull for no space left, a DataError naming file and line for a bad row
+    (an input or conversion error); any other error as it is."""
+    import duckdb
+
     msg = str(e)
     if "No space left" in msg or "Disk quota" in msg or getattr(e, "errno", None) in FULL_ERRNOS:
         return disk_full(work, "the build's work database", "point --work-dir at a disk with room")
+    if not isinstance(e, (duckdb.InvalidInputException, duckdb.ConversionException)):
+        return e
     line = re.search(r"(?:Line: |in line )(\d+)", msg)
     where = f"{path}:{_json_line(path, int(line.group(1))) if 'Malformed JSON' in msg else line.group(1)}" \
         if line else str(path)
@@ -135,26 +140,35 @@ def annotate(con: Any, avg: str) -> None:
     prior mean, or the whole-history mean with avg='whole')."""
     if avg not in ("prior", "whole"):
         raise ValueError(f"avg must be 'prior' or 'whole', not '{avg}'")
-    avg_sql = "cs / n_prior" if avg == "prior" else "wavg"
+    whole = "avg(rating) OVER (PARTITION BY user_id)" if avg == "whole" else "NULL"
     con.execute(f"""CREATE OR REPLACE TABLE a AS
-        SELECT user_id, item_id, rating, ts, n_prior, CASE WHEN n_prior > 0 OR '{avg}' = 'whole' THEN {avg_sql} END AS avg
+        SELECT user_id, item_id, rating, ts, n_prior,
+               {"wavg" if avg == "whole" else "CASE WHEN n_prior > 0 THEN cs / n_prior END"} AS avg
         FROM (SELECT user_id, item_id, rating, ts,
                      rank() OVER (PARTITION BY user_id ORDER BY ts) - 1 AS n_prior,
                      sum(rating) OVER (PARTITION BY user_id ORDER BY ts
                                        RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS cs,
-                     avg(rating) OVER (PARTITION BY user_id) AS wavg
+                     {whole} AS wavg
               FROM r)""")
+    con.execute("DROP TABLE r")
+    con.execute("CREATE VIEW r AS SELECT user_id, item_id, rating, ts FROM a")
 
 
 def eligible(con: Any, gamma: int, span: int) -> int:
     """`e`: the ratings with more than gamma prior ratings, their tumbling window (anchored at the item's first
     eligible rating), block number and item code; returns how many."""
-    con.execute(f"""CREATE OR REPLACE TABLE e AS
-        SELECT rid, user_id, item_id, rel, win,
-               dense_rank() OVER (ORDER BY item_id, win) - 1 AS blk, dense_rank() OVER (ORDER BY item_id) - 1 AS icode
-        FROM (SELECT rowid AS rid, user_id, item_id, rating - avg AS rel,
-                     (ts - min(ts) OVER (PARTITION BY item_id)) // {max(span, 1)} AS win
-              FROM a WHERE n_prior > {int(gamma)})""")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE e0 AS
+        SELECT rowid AS rid, user_id, item_id, rating - avg AS rel,
+               (ts - min(ts) OVER (PARTITION BY item_id)) // {max(span, 1)} AS win
+        FROM a WHERE n_prior > {int(gamma)}""")
+    con.execute("""CREATE OR REPLACE TABLE e AS
+        WITH blocks AS (SELECT item_id, win, row_number() OVER (ORDER BY item_id, win) - 1 AS blk
+                        FROM (SELECT DISTINCT item_id, win FROM e0)),
+             codes AS (SELECT item_id, row_number() OVER (ORDER BY item_id) - 1 AS icode
+                       FROM (SELECT DISTINCT item_id FROM e0))
+        SELECT e0.rid, e0.user_id, e0.item_id, e0.rel, e0.win, blocks.blk, codes.icode
+        FROM e0 JOIN blocks USING (item_id, win) JOIN codes USING (item_id)""")
+    con.execute("DROP TABLE e0")
     return int(con.execute("SELECT count(*) FROM e").fetchone()[0])
 
 

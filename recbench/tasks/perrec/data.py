@@ -5,7 +5,7 @@ import functools
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from typing import TYPE_CHECKING
 
@@ -133,7 +133,7 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
         if item_avg is None:
             item_avg = item_average(ratings, str(g["query_item"]), {u["user_id"] for u in users}, global_mean)
         examples.append(group_example(str(g["group_id"]), str(g["query_item"]), q_title, g["timestamp"],
-                                      finite(item_avg, where, "item_avg_rating"), users, difficulty))
+                                      finite(item_avg, where, "item_avg_rating"), users, difficulty, g.get("domain")))
     return tuple(examples)
 
 
@@ -170,11 +170,11 @@ def user_record(uid: str, rating: float, avg: float, rel: float, all_ratings: li
 
 
 def group_example(group_id: str, query_item: str, query_title: str, timestamp: Any, item_avg: float,
-                  users: list[dict[str, Any]], difficulty: str) -> Example:
-    """A PerRecBench example (one user group) from its members."""
+                  users: list[dict[str, Any]], difficulty: str, domain: Optional[str] = None) -> Example:
+    """A PerRecBench example (one user group) from its members; a multi-category build's group keeps its domain."""
+    meta = {"difficulty": difficulty, "group_size": len(users), **({"domain": str(domain)} if domain else {})}
     return Example(id=group_id, data={"query_item": query_item, "query_title": query_title, "timestamp": timestamp,
-                                      "item_avg_rating": item_avg, "users": users},
-                   meta={"difficulty": difficulty, "group_size": len(users)})
+                                      "item_avg_rating": item_avg, "users": users}, meta=meta)
 
 
 def true_order(users: list[dict[str, Any]]) -> list[str]:

@@ -100,6 +100,8 @@ class PerRecTask(Task):
         if test and unknown:  # a filter value the data does not have would silently select fewer (or no) groups
             raise ConfigError(f"task.difficulties: '{unknown[0]}' is not a difficulty of the groups in "
                               f"{self.cfg.data_dir}.{suggest(unknown[0], present)} Difficulties there: {', '.join(present)}")
+        if any("domain" in e.meta for e in test):  # a multi-category build: results per category too
+            self.breakdown_by = type(self).breakdown_by + ("domain",)
         return [e for e in test if e.meta["difficulty"] in wanted]
 
     def heldout(self) -> list[Example]:
