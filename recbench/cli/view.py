@@ -12,12 +12,11 @@ browser reads it; a 60,000-example run opens in seconds (benchmarks/bench_view.p
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
+import orjson
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
@@ -113,22 +112,12 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
 
 
 def script_json(obj: Any) -> Markup:
-    """JSON that is safe inside a <script> element: <, >, & and line separators escaped as \\u sequences."""
-    s = json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False)
+    """JSON that is safe inside a <script> element: <, >, & and line separators escaped as \\u sequences; NaN and
+    infinities become null (orjson: several times faster than json on a large run's rows)."""
+    s = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         s = s.replace(ch, esc)
     return Markup(s)
-
-
-def _finite(obj: Any) -> Any:
-    """NaN / inf -> None, so the embedded JSON is standard."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def render(data: dict[str, Any]) -> str:
@@ -136,7 +125,7 @@ def render(data: dict[str, Any]) -> str:
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=select_autoescape(["j2", "html"]))
     title = " · ".join(str(x) for x in (data.get("task"), data.get("model"), data.get("method")) if x) or data["run_dir"]
     rows = {k: v for k, v in data.items() if k != "prompts"}
-    return env.get_template("samples.html.j2").render(title=title, data=script_json(_finite(rows)),
+    return env.get_template("samples.html.j2").render(title=title, data=script_json(rows),
                                                       prompts=script_json(data.get("prompts") or {}))
 
 

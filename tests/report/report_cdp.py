@@ -163,6 +163,9 @@ PAGE_FACTS_JS = """(() => ({
   external: Array.from(document.querySelectorAll('[src],[href]')).map(e => e.getAttribute('src') || e.getAttribute('href'))
       .filter(u => !u.startsWith('data:') && !u.startsWith('#')),
   scripts: document.scripts.length,
+  widest_cell: Math.max(0, ...Array.from(document.querySelectorAll('table.report td')).map(td => td.getBoundingClientRect().width)),
+  notes: Array.from(document.querySelectorAll('table.report td small.note')).map(n => n.textContent),
+  legends: Object.fromEntries(Array.from(document.querySelectorAll('p.legend')).map(p => [p.dataset.legend, p.innerText])),
   letters: Array.from(document.querySelectorAll('sup.cld')).map(sup => {
       const td = sup.closest('td'), tr = td.closest('tr');
       return {table: td.closest('table').id, row: Array.from(tr.querySelectorAll('th')).map(th => th.textContent.trim()),

@@ -37,6 +37,10 @@ def test_report_renders_in_chromium_with_cells_equal_to_metrics_json(tmp_path):
     # gpt4o never ran a hard group: its listwise/hard cell (and its average) is a dash, not zero
     assert any(m["table"] == "perrec-table1" and m["text"] == "—" for m in facts["missing"])
     assert facts["scripts"] == 0
+    # a long note wraps inside its cell (it made the column about 780 px wide); every table has its legend
+    assert max(map(len, facts["notes"])) > 40 and facts["widest_cell"] < 300, (facts["notes"], facts["widest_cell"])
+    assert {"summary", "perrec-table1"} <= set(facts["legends"]) <= set(facts["tables"])
+    assert "ptc: personalization tau correlation" in facts["legends"]["perrec-table1"]
 
 
 def test_sweep_report_letters_and_comparisons_equal_recbench_compare_json(tmp_path):
