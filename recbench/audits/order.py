@@ -18,7 +18,7 @@ import numpy as np
 
 from recbench.api.errors import ConfigError
 from recbench.store.schema import SampleRecord
-from recbench.stats.audit import first_slot_test, kendalls_w, pair_consistency
+from recbench.stats.order_agreement import first_slot_test, kendalls_w, pair_consistency
 from recbench.api.task import Method, Task, side_by_side
 from recbench.api.types import Example, MethodGen, Outcome
 
@@ -82,7 +82,7 @@ class OrderAudit(Method):
 # ---- aggregates ---------------------------------------------------------------------------------------------
 def tied_kendalls_w(ranks: Any) -> float:
     """Kendall's W with the tie correction: 12 S / (K^2 (m^3 - m) - K sum_j T_j), T_j = sum over tie groups of
-    t^3 - t in ranking j (ranks averaged within ties). Equals recbench.stats.audit.kendalls_w without ties."""
+    t^3 - t in ranking j (ranks averaged within ties). Equals recbench.stats.order_agreement.kendalls_w without ties."""
     r = np.asarray(ranks, dtype=float)
     k, m = r.shape
     totals = r.sum(axis=0)

@@ -37,56 +37,85 @@ def _fmt_p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def print_table(comparisons: Sequence[Comparison], correction: str, console=None) -> None:
-    """A rich table of the comparisons, with the family of each corrected p and what the CI is."""
+WIDTH = 120  # the terminal width the tables and legend lines are fitted to (narrower on a narrower terminal)
+#: short column headers (one header line at 120 columns); LEGEND says what each one is
+COLS = ("metric", "slice", "n", "a", "b", "diff", "95% CI", "test", "p", "p adj", "fam", "verdict")
+NUMERIC = {"n", "a", "b", "diff", "p", "p adj", "fam", "p eq", "p eq adj", "p ni", "p ni adj"}
+MARGIN_COLS = ("metric", "slice", "n", "diff", "test", "p eq", "p eq adj", "equiv", "p ni", "p ni adj", "b non-inf")
+
+
+def _console(console=None):
     from rich.console import Console
+
+    return console or Console(width=min(WIDTH, Console().width) if sys.stdout.isatty() else WIDTH, highlight=False)
+
+
+def _verdict_cell(c: Comparison) -> tuple[str, bool, bool]:
+    """The verdict in a's and b's terms, with * (CI and adjusted verdict disagree) and ≈ (below the noise floor)."""
+    verdict = c.verdict or verdict_of(c)
+    verdict = {f"{c.run_a} better": "a better", f"{c.run_b} better": "b better"}.get(verdict, verdict)
+    flagged, noisy = ci_disagrees(c), bool(c.below_noise_floor)
+    return verdict + (" *" if flagged else "") + (" ≈" if noisy else ""), flagged, noisy
+
+
+def _pair_tables(console, cols: Sequence[str], pairs: dict[tuple[str, str], list[tuple[str, ...]]], *,
+                 title: str = "") -> list[int]:
+    """One rich table per pair of runs (a vs b in its title); a metric or test every row shares is a legend item, not a
+    column. Returns the indices of the shared columns."""
     from rich.table import Table
 
-    # at most 120 columns (narrower on a narrower terminal): one table per pair of runs, named in its title (a vs b);
-    # a metric, test or family size that every row shares is said once above the tables instead of in a column
-    console = console or Console(width=min(120, Console().width) if sys.stdout.isatty() else 120)
-    cols = ("metric", "slice", "n", "mean a", "mean b", "diff", "95% CI", "test", "p", "p adj", "fam", "verdict")
-    flagged = noisy = False
+    rows = [r for rs in pairs.values() for r in rs]
+    same = [i for i, col in enumerate(cols) if col in ("metric", "test", "fam") and rows and len({r[i] for r in rows}) == 1]
+    for (run_a, run_b), prows in pairs.items():
+        t = Table(title=f"{title}a = {run_a}  vs  b = {run_b}", title_justify="left")
+        for i, col in enumerate(cols):
+            if i not in same:
+                t.add_column(col, justify="right" if col in NUMERIC else "left", no_wrap=True,
+                             overflow="ellipsis" if col in ("slice", "verdict") else "fold")
+        for r in prows:
+            t.add_row(*(v for k, v in enumerate(r) if k not in same))
+        console.print(t)
+    return same
+
+
+def print_table(comparisons: Sequence[Comparison], correction: str, console=None) -> None:
+    """A rich table of the comparisons per pair of runs (a = the first run named), with legend lines under it."""
+    console = _console(console)
     pairs: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+    flagged = noisy = False
     for c in comparisons:
-        verdict = c.verdict or verdict_of(c)
-        verdict = {f"{c.run_a} better": "a better", f"{c.run_b} better": "b better"}.get(verdict, verdict)
-        if ci_disagrees(c):
-            verdict += " *"
-            flagged = True
-        if c.below_noise_floor:  # a noise-floor audit of either run moved the metric at least this much
-            verdict += " ≈"
-            noisy = True
+        verdict, f, n = _verdict_cell(c)
+        flagged, noisy = flagged or f, noisy or n
         pairs.setdefault((c.run_a, c.run_b), []).append((
             c.metric, c.slice, str(c.n), _fmt(c.mean_a, 3), _fmt(c.mean_b, 3), _fmt(c.diff, 3),
             f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
             str(c.family_size) if c.test != "none" else "-", verdict))
     rows = [r for rs in pairs.values() for r in rs]
-    same = [i for i, col in enumerate(cols)
-            if col in ("metric", "test", "fam") and rows and len({r[i] for r in rows}) == 1]
-    console.print(f"paired comparisons (diff = a - b; 95% CI: unadjusted paired bootstrap; p adj: {correction} within "
-                  "each family = one metric and slice, over its pairs of runs; fam = family size"
-                  + "".join(f"; {cols[i]}: {rows[0][i]}" for i in same) + ")", highlight=False)
-    for (run_a, run_b), prows in pairs.items():
-        t = Table(title=f"a = {run_a}  vs  b = {run_b}", title_justify="left")
-        for i, col in enumerate(cols):
-            if i not in same:
-                numeric = col in ("n", "mean a", "mean b", "diff", "95% CI", "p", "p adj", "fam")
-                t.add_column(col, justify="right" if numeric and col != "95% CI" else "left",
-                             no_wrap=numeric or col in ("metric", "slice"), overflow="fold")
-        for r in prows:
-            t.add_row(*(v for k, v in enumerate(r) if k not in same))
-        console.print(t)
+    console.print("paired comparisons" + (f" of {rows[0][0]}" if len({r[0] for r in rows}) == 1 else ""))
+    same = _pair_tables(console, COLS, pairs)
+    shared = "".join(f"; {COLS[i]}: {rows[0][i]}" for i in same if COLS[i] != "metric")
+    for line in (f"a, b = mean of run a, run b; diff = a - b; 95% CI = unadjusted paired bootstrap{shared}",
+                 f"p adj = {correction} within each family (one metric and slice, over its pairs of runs); "
+                 "fam = family size"):
+        console.print(line)
+    _footnotes(comparisons, correction, console, flagged=flagged, noisy=noisy)
+
+
+def _footnotes(comparisons: Sequence[Comparison], correction: str, console, *, flagged: bool, noisy: bool) -> None:
+    """The family line, the * and ≈ footnotes, metrics without a direction, significance letters and notes."""
     line = family_line(comparisons)
     if line:
         console.print(line)
     if flagged:
-        console.print(f"* the CI is the {CI_MEANING}; the verdict uses the p-value adjusted over the family "
-                      f"({correction} over 'fam' pairs), so near the threshold the two can disagree")
+        console.print(f"* the CI is the {CI_MEANING};")
+        console.print(f"  the verdict uses the p adjusted over the family ({correction} over 'fam' pairs), so near the "
+                      "threshold the two can disagree")
     if noisy:
         console.print("≈ |diff| is below the noise floor of run a or b: decoding the same examples again with another "
-                      "batch size (audit.noise; metrics.json extra.noise_floor) moved this metric by up to that much "
-                      "(the larger end of its 95% CI), so the difference may be numerical noise", highlight=False)
+                      "batch size")
+        console.print("  (audit.noise; metrics.json extra.noise_floor) moved this metric by up to that much (the larger "
+                      "end of its 95% CI),")
+        console.print("  so the difference may be numerical noise")
     for d in ("none", "unknown"):
         names = sorted({c.metric for c in comparisons if c.direction == d})
         if names:
@@ -107,52 +136,45 @@ def _yes_no(x: bool | None) -> str:
     return "-" if x is None else ("yes" if x else "no")
 
 
+def noninferiority_direction(metric: str, direction: str, margin: float) -> str:
+    """What the non-inferiority column tests, exactly, for a metric of this direction."""
+    if direction == "higher":
+        return (f"{metric} (higher is better): b non-inf = yes rejects H0 'a - b >= {margin:g}', i.e. shows b is not "
+                f"worse than a by {margin:g} or more")
+    if direction == "lower":
+        return (f"{metric} (lower is better): b non-inf = yes rejects H0 'a - b <= -{margin:g}', i.e. shows b is not "
+                f"worse than a by {margin:g} or more")
+    why = "no direction (descriptive)" if direction == "none" else "direction unknown (not registered)"
+    return f"no non-inferiority verdict for {metric}: {why}, so no side is worse; equivalence only"
+
+
 def print_margin_table(comparisons: Sequence[Comparison], correction: str, console=None) -> None:
     """Equivalence (TOST within +-margin) and non-inferiority of b to a, one table per pair of runs."""
-    from rich.console import Console
-    from rich.table import Table
-
     comps = [c for c in comparisons if c.margin is not None]
     if not comps:
         return
-    console = console or Console(width=min(120, Console().width) if sys.stdout.isatty() else 120)
-    cols = ("metric", "slice", "n", "diff", "test", "p equiv", "p eq adj", "equivalent", "p non-inf", "p ni adj",
-            "b non-inf")
+    console = _console(console)
     pairs: dict[tuple[str, str], list[tuple[str, ...]]] = {}
     for c in comps:
         pairs.setdefault((c.run_a, c.run_b), []).append((
             c.metric, c.slice, str(c.n), _fmt(c.diff, 3), c.equivalence_test or "none", _fmt_p(c.p_equivalence),
             _fmt_p(c.p_equivalence_adj), _yes_no(c.equivalent), _fmt_p(c.p_noninferior), _fmt_p(c.p_noninferior_adj),
             _yes_no(c.noninferior)))
+    margins = ", ".join(f"{m:g}" for m in sorted({c.margin for c in comps}))
+    console.print(f"equivalence within ±{margins} (TOST) and non-inferiority of b (the second run) to a (the first run)")
+    same = _pair_tables(console, MARGIN_COLS, pairs, title="margin: ")
     rows = [r for rs in pairs.values() for r in rs]
-    same = [i for i, col in enumerate(cols) if col in ("metric", "test") and len({r[i] for r in rows}) == 1]
-    margins = sorted({c.margin for c in comps})
-    console.print(f"equivalence within ±{', '.join(f'{m:g}' for m in margins)} on each metric's scale (TOST: p = the "
-                  "larger of the one-sided p of diff <= -margin and of diff >= +margin) and non-inferiority of b to a "
-                  "(b not worse than a by the margin or more; the metric's direction says which way is worse); "
-                  f"adj: {correction} within each family = one metric and slice, over its pairs of runs, the TOST and "
-                  "the non-inferiority p-values as two families; test: t = paired t, score-exact = exact "
-                  "unconditional score test of 0/1 units" + "".join(f"; {cols[i]}: {rows[0][i]}" for i in same),
-                  highlight=False)
-    for (run_a, run_b), prows in pairs.items():
-        t = Table(title=f"margin: a = {run_a}  vs  b = {run_b}", title_justify="left")
-        for i, col in enumerate(cols):
-            if i not in same:
-                numeric = col in ("n", "diff", "p equiv", "p eq adj", "p non-inf", "p ni adj")
-                t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric or col in ("metric", "slice"),
-                             overflow="fold")
-        for r in prows:
-            t.add_row(*(v for k, v in enumerate(r) if k not in same))
-        console.print(t)
-    for d in ("none", "unknown"):
-        names = sorted({c.metric for c in comps if c.direction == d})
-        if names:
-            console.print(f"no non-inferiority verdict for {', '.join(names)}: "
-                          f"{'no direction (descriptive)' if d == 'none' else 'direction unknown (not registered)'}, "
-                          "so no side is worse; equivalence only", highlight=False)
+    shared = "".join(f"; {MARGIN_COLS[i]}: {rows[0][i]}" for i in same if MARGIN_COLS[i] != "metric")
+    for line in (f"p eq = TOST p, the larger one-sided p of diff <= -{margins} and of diff >= +{margins}{shared}",
+                 *dict.fromkeys(noninferiority_direction(c.metric, c.direction, c.margin) for c in comps),
+                 "to test a against b instead, swap the two run arguments",
+                 f"adj = {correction} within each family (one metric and slice, over its pairs of runs), TOST and "
+                 "non-inferiority apart",
+                 "test: t = paired t; score-exact = exact unconditional score test of 0/1 units"):
+        console.print(line)
     for c in comps:
         if c.margin_note and c.equivalence_test == "t":
-            console.print(f"margin note ({c.run_a} vs {c.run_b}, {c.metric}, {c.slice}): {c.margin_note}", highlight=False)
+            console.print(f"margin note ({c.run_a} vs {c.run_b}, {c.metric}, {c.slice}): {c.margin_note}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         comps = compare_runs(args.runs, metrics=args.metric, test=args.test, correction=args.correction,
                              alpha=args.alpha, n_resamples=args.resamples, seed=args.seed,
-                             slices=not args.no_slices, pool_seeds_=args.pool_seeds, progress=True, margin=margin)
+                             slices=not args.no_slices, pool_seeds_=args.pool_seeds, margin=margin)
     except (CompareError, SchemaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

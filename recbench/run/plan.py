@@ -184,7 +184,7 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
 def power_plan(cfg: DictConfig, task: Any, run_dir: str | Path, n_units: int) -> dict[str, Any]:
     """Minimum detectable paired difference of the headline metric at plan.power / plan.alpha for n units, with the
     sd of paired differences from earlier runs of the task (the runs root beside this run dir) or plan.sd."""
-    from recbench.stats.verdicts import paired_sd_from_runs
+    from recbench.stats.planning import paired_sd_from_runs
     from recbench.stats.power import min_detectable_difference, power
 
     metric = task.headline_metric

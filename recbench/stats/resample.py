@@ -73,14 +73,17 @@ def integer_blocks(rng: np.random.Generator, n: int, total: int, rows: int | Non
 def bounded_integers(stream: WordStream, n: int, count: int) -> np.ndarray:
     """The next `count` integers in [0, n) by numpy's 32-bit Lemire method (1 < n < 2^32): a word x gives
     (x n) >> 32, and is rejected (the next word is tried) when (x n) mod 2^32 is below 2^32 mod n."""
-    threshold = (2 ** 32) % n
+    threshold = np.uint32((2 ** 32) % n)
     parts, have = [], 0
     while have < count:
-        m = stream.take(count - have).astype(np.uint64) * np.uint64(n)
-        kept = (m >> np.uint64(32))[(m & np.uint64(0xFFFFFFFF)) >= threshold]
-        parts.append(kept.astype(np.int64))
+        m = stream.take(count - have).astype(np.uint64)
+        m *= np.uint64(n)
+        rejected = m.astype(np.uint32) < threshold  # the low 32 bits of the product
+        m >>= np.uint64(32)
+        kept = m[~rejected] if rejected.any() else m
+        parts.append(kept.view(np.int64))
         have += len(kept)
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 def sign_flip_null(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:

@@ -13,7 +13,7 @@ from scipy import stats
 from recbench.api.errors import ConfigError
 from recbench.audits.order import audit_aggregates, maybe_audit, rank_matrix, tied_kendalls_w
 from recbench.run.evaluate import run_from_config
-from recbench.stats.audit import kendalls_w
+from recbench.stats.order_agreement import kendalls_w
 from tests.doubles import ScriptedBackend
 from tests.helpers import read_samples
 from tests.toy import toy_cfg
@@ -63,7 +63,7 @@ def test_first_shown_model_w_below_1_and_slot_bias(tmp_path):
     _, recs = _run(tmp_path, ScriptedBackend(first_shown), "audit.orders=4")
     agg = audit_aggregates(_records(tmp_path / "run"), "toy_tau")["order_audit"]
     assert agg["kendalls_w_mean"] < 1.0
-    # W by hand (recbench.stats.audit.kendalls_w) for each example, averaged
+    # W by hand (recbench.stats.order_agreement.kendalls_w) for each example, averaged
     ws = []
     for r in recs:
         orders = r["details"]["audit"]["orders"]

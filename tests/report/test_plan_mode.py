@@ -82,7 +82,7 @@ def test_plan_needs_no_model_for_reference_rows_and_rejects_unknown_modes(tmp_pa
 
 
 def test_plan_power_uses_the_paired_sd_of_earlier_runs(tmp_path):
-    from recbench.stats.verdicts import paired_sd_from_runs
+    from recbench.stats.planning import paired_sd_from_runs
     from recbench.stats.power import min_detectable_difference, power
 
     runs = tmp_path / "runs" / "perrec"

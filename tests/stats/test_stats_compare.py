@@ -178,7 +178,7 @@ def test_monte_carlo_p_values_are_refined_where_the_corrected_verdict_is_uncerta
 
 
 def test_paired_sd_for_planning(tmp_path):
-    from recbench.stats.verdicts import paired_sd_from_runs
+    from recbench.stats.planning import paired_sd_from_runs
 
     rng = np.random.default_rng(5)
     a = rng.normal(0, 1, 400)

@@ -85,7 +85,7 @@ def test_a_ci_excluding_zero_beside_ns_has_its_reason_on_screen(tmp_path):
     out = " ".join(_table(comps).split())
     assert "n.s. *" in out
     assert "* the CI is the unadjusted 95% paired bootstrap CI" in out and "holm over 'fam' pairs" in out
-    assert "95% CI: unadjusted paired bootstrap" in out
+    assert "95% CI = unadjusted paired bootstrap" in out
     assert "family = one task, metric and slice; holm over its pairs of runs (score: 6 pairs x 1 slice)" in out
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from recbench.stats.audit import first_slot_test, kendalls_w, pair_consistency
+from recbench.stats.order_agreement import first_slot_test, kendalls_w, pair_consistency
 
 pytestmark = pytest.mark.fast
 
