@@ -72,8 +72,9 @@ class Bench:
         self.rows.append(row)
         rss = f"{row['peak_rss_gb']:.2f} GB" if row.get("peak_rss_gb") is not None else "-"
         wall = f"{row['wall_s']:.1f} s" if row.get("wall_s") is not None else "-"
+        wall += f" (cpu {row['cpu_s']:.1f} s)" if row.get("cpu_s") is not None else ""
         note = "; ".join(f"{k}={row[k]}" for k in ("groups", "examples", "requests", "html_mb", "bound_s") if k in row)
-        print(f"[{_now()}] {row['size']:>5} {row['step']:<28} {wall:>9} {rss:>9}  {row['exit']}  "
+        print(f"[{_now()}] {row['size']:>5} {row['step']:<28} {wall:>24} {rss:>9}  {row['exit']}  "
               f"load {row['load_end'][0]:.1f}" + (f"  ({note})" if note else ""), flush=True)
         self.save()
         return row
@@ -135,7 +136,7 @@ def build(b: Bench, size: str, data: Path, built: Path) -> bool:
     cmd = [PY, "-m", "recbench.build", "perrec", "--source", "movielens", "--input", str(data), "--out", str(built),
            "--per-size", str(b.a.per_size), "--seed", str(b.a.seed)]
     info = json.loads((data / "generated.json").read_text())
-    row = b.step(size, "build", cmd, data=f"{info['ratings']:,} ratings ({info['bytes'] / 1e9:.2f} GB CSV)")
+    row = b.step(size, "build", cmd, data=f"{info['ratings']:,} ratings ({info['bytes'] / 1e6:,.0f} MB CSV)")
     if row["exit"] == "ok" and (built / "stats.json").exists():
         st = json.loads((built / "stats.json").read_text())
         row.update(groups=st.get("groups"), heldout_groups=st.get("heldout_groups"),

@@ -1,7 +1,8 @@
 """Run one command as its own process under `/usr/bin/time -v` with a memory limit; return wall, peak RSS, exit.
 
 The limit is a resident-set watchdog: the process tree's summed RSS is polled every 0.1 s and the tree is killed
-(SIGKILL) when it passes the limit. A virtual-address limit (`prlimit --as`) would also count what is only reserved
+(SIGKILL) when it passes the limit, or when the shared machine's available memory falls under `min_avail_gb`
+(the row then says so: the step did not fit beside the machine's other work). A virtual-address limit (`prlimit --as`) would also count what is only reserved
 (thread arenas, memory maps of multi-threaded engines) and kill processes that never touch that much memory; the
 watchdog limits what the machine actually gives. `--as-gb` adds the address-space limit on top where wanted.
 """
@@ -33,7 +34,20 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def _watch(pid: int, limit: int, stop: threading.Event, hit: dict) -> None:
+def kill_command(time_pid: int) -> None:
+    """SIGKILL what /usr/bin/time runs (all its descendants), not time itself, so that time still reports."""
+    try:
+        procs = psutil.Process(time_pid).children(recursive=True)
+    except psutil.Error:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
+def _watch(pid: int, limit: int, stop: threading.Event, hit: dict, min_avail: int = 0) -> None:
     try:
         proc = psutil.Process(pid)
     except psutil.Error:
@@ -44,12 +58,10 @@ def _watch(pid: int, limit: int, stop: threading.Event, hit: dict) -> None:
         except psutil.Error:
             return
         hit["max_tree_rss"] = max(hit.get("max_tree_rss", 0), rss)
-        if rss > limit:
-            hit["killed_at"] = rss
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        low = psutil.virtual_memory().available < min_avail  # the shared machine is running out: protect the rest
+        if rss > limit or low:
+            hit["killed_at" if rss > limit else "low_at"] = rss
+            kill_command(pid)
             return
 
 
@@ -57,8 +69,9 @@ def _time_fields(text: str) -> dict:
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
     sig = re.search(r"Command terminated by signal (\d+)", text)
     code = re.search(r"Exit status: (\d+)", text)
+    cpu = [float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([0-9.]+)", text)]
     return {"peak_rss_kb": int(rss.group(1)) if rss else None, "signal": int(sig.group(1)) if sig else None,
-            "exit_status": int(code.group(1)) if code else None}
+            "exit_status": int(code.group(1)) if code else None, "cpu_s": round(sum(cpu), 2) if cpu else None}
 
 
 def verdict(rc: int, fields: dict, hit: dict, timed_out: bool, tail: str, limit_gb: float) -> str:
@@ -67,6 +80,8 @@ def verdict(rc: int, fields: dict, hit: dict, timed_out: bool, tail: str, limit_
         return "timeout"
     if "killed_at" in hit:
         return f"killed: RSS over the {limit_gb:g} GB limit"
+    if "low_at" in hit:
+        return f"killed: the machine ran low on memory (step RSS {hit['low_at'] / 1e9:.1f} GB)"
     if re.search(r"MemoryError|std::bad_alloc|Out of Memory|OutOfMemory|Cannot allocate memory", tail):
         return "oom: " + next((ln for ln in tail.splitlines()[::-1] if re.search(
             r"MemoryError|bad_alloc|Out of Memory|OutOfMemory|Cannot allocate", ln)), "MemoryError").strip()[:160]
@@ -79,8 +94,10 @@ def verdict(rc: int, fields: dict, hit: dict, timed_out: bool, tail: str, limit_
 
 
 def run_measured(cmd: list[str], *, env: Optional[dict] = None, cwd: Optional[str] = None, mem_gb: float = 10.0,
-                 as_gb: Optional[float] = None, timeout_s: float = 3600.0, log: Optional[Path] = None) -> dict:
-    """Run cmd under /usr/bin/time -v with the RSS watchdog; returns wall_s, peak_rss_gb, exit, rc, load averages."""
+                 as_gb: Optional[float] = None, timeout_s: float = 3600.0, log: Optional[Path] = None,
+                 min_avail_gb: float = 1.0) -> dict:
+    """Run cmd under /usr/bin/time -v with the RSS watchdog; returns wall and CPU (user + system) seconds, peak RSS,
+    exit, rc and the load averages at start and end."""
     timefile = tempfile.NamedTemporaryFile(prefix="bench_time_", suffix=".txt", delete=False).name
     full = [TIME, "-v", "-o", timefile]
     full += ["prlimit", f"--as={int(as_gb * 1e9)}", "--"] if as_gb else []
@@ -90,15 +107,19 @@ def run_measured(cmd: list[str], *, env: Optional[dict] = None, cwd: Optional[st
     t0 = time.perf_counter()
     proc = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
     stop, hit = threading.Event(), {}
-    watcher = threading.Thread(target=_watch, args=(proc.pid, int(mem_gb * 1e9), stop, hit), daemon=True)
+    watcher = threading.Thread(target=_watch, args=(proc.pid, int(mem_gb * 1e9), stop, hit, int(min_avail_gb * 1e9)), daemon=True)
     watcher.start()
     timed_out = False
     try:
         rc = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        rc = proc.wait()
+        kill_command(proc.pid)
+        try:
+            rc = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            rc = proc.wait()
     wall = time.perf_counter() - t0
     stop.set()
     watcher.join()
@@ -109,7 +130,7 @@ def run_measured(cmd: list[str], *, env: Optional[dict] = None, cwd: Optional[st
     fields = _time_fields(Path(timefile).read_text(errors="replace"))
     os.unlink(timefile)
     rss_kb = fields["peak_rss_kb"]
-    return {"wall_s": round(wall, 2), "peak_rss_gb": round(rss_kb / 1e6, 3) if rss_kb else None,
+    return {"wall_s": round(wall, 2), "cpu_s": fields["cpu_s"], "peak_rss_gb": round(rss_kb / 1e6, 3) if rss_kb else None,
             "max_tree_rss_gb": round(hit.get("max_tree_rss", 0) / 1e9, 3),
             "exit": verdict(rc, fields, hit, timed_out, tail, mem_gb), "rc": rc,
             "load_start": [round(x, 2) for x in load_start], "load_end": [round(x, 2) for x in os.getloadavg()],
