@@ -57,3 +57,20 @@ def test_lazy_members_are_dropped_and_rebuilt_identically(monkeypatch):
     # a pickled example (the derived-data cache) carries no built members and rebuilds the same ones
     back = pickle.loads(pickle.dumps(exs[0]))
     assert "users" not in dict.keys(back.data) and back == exs[0]
+
+
+def test_most_common_rating_of_a_slice_breaks_ties_as_counter_does():
+    from collections import Counter
+
+    from recbench.tasks.perrec.columnar import Ratings, most_common
+
+    rng = np.random.default_rng(3)
+    rating = rng.choice([1.0, 2.0, 3.5, 4.0, 5.0], size=400)
+    values, codes = np.unique(rating, return_inverse=True)
+    r = Ratings(np.array(["u"]), np.array([0, 400]), np.array(["i"]), np.zeros(400, np.int32), rating,
+                np.arange(400.0), values, codes.astype(np.int16))
+    starts = rng.integers(0, 399, 200)
+    spans = [(int(a), int(a) + 1 + int(rng.integers(0, 400 - a))) for a in starts]
+    for lo, end in [(0, 1), (0, 2), (5, 9), (10, 30), (0, 400), (17, 23)] + spans:
+        want = Counter(rating[lo:end].tolist()).most_common(1)[0][0]
+        assert r.most_common(lo, end) == want == most_common(rating[lo:end]), (lo, end)

@@ -80,6 +80,8 @@ def top_k(table: TokenTable, query: Sequence[int], docs: np.ndarray, k: int) -> 
     n = len(docs)
     if n == 0:
         return np.zeros(0, np.int64)
+    if not query:  # every score 0: the most recent first
+        return np.arange(n - 1, max(n - 1 - k, -1), -1)
     starts, lens = table.ptr[docs], table.ptr[docs + 1] - table.ptr[docs]
     total = int(lens.sum())
     offsets = np.cumsum(lens) - lens
@@ -87,14 +89,16 @@ def top_k(table: TokenTable, query: Sequence[int], docs: np.ndarray, k: int) -> 
     doc_of, tok, cnt = np.repeat(np.arange(n), lens), table.ids[pos], table.counts[pos]
     doc_len = table.length[docs]
     avgdl = int(doc_len.sum()) / n
+    norm = K1 * (1 - B + B * doc_len / avgdl)  # the same for every query token (rank_bm25 recomputes it)
     logs = _log_half(n)
     score = np.zeros(n)
     idf: dict[int, float] = {}
+    hits: dict[int, np.ndarray] = {}
     eps = None
     for q in query:
         if q not in idf:
-            hit = tok == q
-            df = int(hit.sum())
+            hit = hits[q] = (tok == q).nonzero()[0]
+            df = len(hit)
             if not df:
                 idf[q] = 0.0
                 continue
@@ -106,10 +110,10 @@ def top_k(table: TokenTable, query: Sequence[int], docs: np.ndarray, k: int) -> 
         weight = idf[q]
         if not weight:
             continue
-        hit = tok == q
+        hit = hits[q]
         q_freq = np.zeros(n, np.int64)
         q_freq[doc_of[hit]] = cnt[hit]
-        score += weight * (q_freq * (K1 + 1) / (q_freq + K1 * (1 - B + B * doc_len / avgdl)))
+        score += weight * (q_freq * (K1 + 1) / (q_freq + norm))
     return np.lexsort((-np.arange(n), -score))[:k]
 
 

@@ -25,6 +25,19 @@ class Ratings:
     item: np.ndarray       # int32 item code per row
     rating: np.ndarray     # float64
     timestamp: np.ndarray  # float64
+    values: Optional[np.ndarray] = None  # the distinct ratings, sorted (None when there are more than 4096)
+    value: Optional[np.ndarray] = None   # int16 code of each row's rating into `values`
+
+    def most_common(self, lo: int, end: int) -> float:
+        """The most frequent rating of rows lo:end (ties: the one seen first), as Counter.most_common(1) picks it."""
+        if self.value is None:
+            return most_common(self.rating[lo:end])
+        seg = self.value[lo:end]
+        counts = np.bincount(seg, minlength=len(self.values))
+        tied = np.flatnonzero(counts == counts.max())
+        if len(tied) > 1:  # the value seen first among the most frequent
+            tied = tied[int(np.argmin([int(np.argmax(seg == c)) for c in tied]))]
+        return float(self.values[int(np.ravel(tied)[0])])
 
     def user_code(self, user_id: str) -> Optional[int]:
         """The code of a user id (None when the user has no ratings)."""
@@ -97,7 +110,11 @@ def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratin
     order = np.lexsort((ts, ucode))  # stable: file order among equal (user, time)
     ucode = ucode[order]
     ptr = np.searchsorted(ucode, np.arange(len(users) + 1)).astype(np.int64)
-    return Ratings(users, ptr, items, icode[order].astype(np.int32), rating[order], ts[order])
+    out = Ratings(users, ptr, items, icode[order].astype(np.int32), rating[order], ts[order])
+    values, codes = np.unique(out.rating, return_inverse=True)
+    if len(values) <= 4096:
+        out.values, out.value = values, codes.astype(np.int16)
+    return out
 
 
 def item_rows(r: Ratings) -> tuple[np.ndarray, np.ndarray]:

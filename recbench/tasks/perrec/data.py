@@ -86,6 +86,7 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
     fields = []
     for line_no, g in records:
         fields.append(_group_fields(g, f"{groups_p}:{line_no}", titles, items_p, ratings_p, builder))
+    ratings.timestamp, ratings.value = np.zeros(0), None  # only the builder reads them: not kept, not cached
     store = Store(ratings, code_titles, builder.columns())
     return tuple(group_example(gid, q, qt, ts, ia, LazyGroup, diff, store=store, rows=rows)
                  for gid, q, qt, ts, ia, diff, rows in fields)

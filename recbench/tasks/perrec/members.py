@@ -8,7 +8,7 @@ import numpy as np
 
 from recbench.api.errors import DataError
 from recbench.tasks.perrec.bm25 import TokenTable, top_k
-from recbench.tasks.perrec.columnar import Ratings, item_rows, most_common
+from recbench.tasks.perrec.columnar import Ratings, item_rows
 from recbench.tasks.perrec.lazy import Members
 
 
@@ -51,9 +51,11 @@ class MemberBuilder:
         top = top_k(self.tokens, self._query[1], self.r.item[start:end].astype(np.int64), self.k)
         c = self.cols
         for key, v in (("user", uc), ("shown_start", start), ("end", end), ("rating", m["rating"]), ("avg", avg),
-                       ("rel", rel), ("common", most_common(before)), ("history_len", end - lo)):
+                       ("rel", rel), ("common", self.r.most_common(lo, end)), ("history_len", end - lo)):
             c[key].append(v)
-        c["retrieved"].append(np.pad(top, (0, self.k - len(top)), constant_values=-1))
+        padded = np.full(self.k, -1, np.int64)
+        padded[:len(top)] = top
+        c["retrieved"].append(padded)
         return uc
 
     def item_average(self, item: str, exclude: set[int]) -> float:
