@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import html
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,14 @@ def load_p5(data_dir: str) -> P5Data:
     elif (root / "datamaps.json").exists():
         dm = read_json(root / "datamaps.json")
         titles = {k: f"item {v}" for k, v in (dm.get("id2item", {}) if isinstance(dm, dict) else {}).items()}
+    if titles:  # a catalogue is given: every item of a sequence must be in it
+        known = {no: parts for no, parts in lines}
+        for line_no, parts in known.items():
+            unknown = next((i for i in parts[1:] if i not in titles), None)
+            if unknown is not None:
+                table = tsv if tsv is not None else root / "datamaps.json"
+                raise DataError(f"{seq_p}:{line_no}: user {parts[0]}'s sequence names item {unknown}, which {table.name} "
+                                f"does not list. Fix the line, or add the item to {table}")
     for s in sequences.values():
         for i in s:
             titles.setdefault(i, f"item {i}")
@@ -72,6 +81,7 @@ def load_p5(data_dir: str) -> P5Data:
 
 # ---- Amazon Reviews 2023 (rating prediction, explanation, summarization) -----------------------
 _BR = re.compile(r"<br\s*/?>", re.I)
+RATING_SCALE = (1.0, 5.0)  # Amazon's star ratings: a review outside it is refused
 REVIEW_COLUMNS = ["user_id", "item_id", "rating", "title", "text", "timestamp", "item_title"]
 
 
@@ -126,10 +136,15 @@ def load_reviews(data_dir: str) -> pd.DataFrame:
         if missing:
             raise DataError(f"{w}: the review lacks field(s) {missing}; present: {sorted(r)}. Fix the record")
         r["rating"] = finite(r["rating"], w, "rating")
+        if not RATING_SCALE[0] <= r["rating"] <= RATING_SCALE[1]:
+            raise DataError(f"{w}: field 'rating' = {r['rating']:g} is outside the {RATING_SCALE[0]:g}-{RATING_SCALE[1]:g} "
+                            "star scale (it would be scored as ground truth). Fix the value or remove the review")
         r["timestamp"] = finite(r["timestamp"], w, "timestamp")
     df = pd.DataFrame(rows)
     meta = _meta_titles(root)
     df["item_id"] = df["parent_asin"].astype(str)
+    if meta:
+        warn_unknown_items(df["item_id"].tolist(), where, meta, src)
     names = df["product_name"] if "product_name" in df.columns else pd.Series("", index=df.index)
     df["item_title"] = [meta.get(a) or (n if isinstance(n, str) else "") or a for a, n in zip(df["item_id"], names)]
     df["rating"] = df["rating"].astype(float)
@@ -138,6 +153,19 @@ def load_reviews(data_dir: str) -> pd.DataFrame:
     df["text"] = df["text"].fillna("").astype(str).map(clean_review_text)
     df = df[REVIEW_COLUMNS].drop_duplicates(["user_id", "item_id", "timestamp"])
     return df.sort_values(["user_id", "timestamp"], kind="stable").reset_index(drop=True)
+
+
+def warn_unknown_items(items: list[str], where: list[str], meta: dict[str, str], src: Path) -> int:
+    """Count the reviews whose item the item metadata lacks and say so in one `recbench: warning:` line (their titles
+    fall back to the review's product_name, else the item id); returns the count. A warning, not a refusal: public
+    metadata dumps miss a few items of a category."""
+    missing = [k for k, i in enumerate(items) if i not in meta]
+    if missing:
+        k = missing[0]
+        print(f"recbench: warning: {src}: {len(missing)} of {len(items)} reviews name an item the item metadata lacks "
+              f"(first: '{items[k]}' at {where[k]}); their titles fall back to the product_name, else the item id",
+              file=sys.stderr)
+    return len(missing)
 
 
 def clean_review_text(s: str) -> str:

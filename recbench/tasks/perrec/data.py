@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -15,31 +14,15 @@ from recbench.api.datafiles import check_unique, finite, jsonl_records, numeric_
 from recbench.store.derived_cache import disk_cached
 from recbench.api.errors import DataError
 from recbench.api.types import Example
+from recbench.tasks.perrec.bm25 import TokenTable, bm25_top_k, tokenize  # noqa: F401 - tokenize: the loaders' word rule
+from recbench.tasks.perrec.columnar import read_ratings
+from recbench.tasks.perrec.lazy import LazyGroup, Store, lazy_history_lens
+from recbench.tasks.perrec.members import MemberBuilder
 
 if TYPE_CHECKING:
     import pandas as pd
 
 DIFFICULTY_BY_SIZE = {2: "easy", 3: "medium", 4: "hard"}
-
-
-_WORD = re.compile(r"[^\W_]+")  # runs of str.isalnum() characters
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens for BM25 (runs of alphanumeric characters, longer than one character)."""
-    return [w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1]
-
-
-def bm25_top_k(query: str, docs: list[str], k: int) -> list[int]:
-    """Indices of the k docs most relevant to the query under BM25 (ties: most recent first)."""
-    if not docs:
-        return []
-    from rank_bm25 import BM25Okapi
-
-    bm = BM25Okapi([tokenize(d) or ["_"] for d in docs])
-    scores = bm.get_scores(tokenize(query))
-    order = sorted(range(len(docs)), key=lambda i: (-scores[i], -i))
-    return order[:k]
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -74,7 +57,9 @@ def _ratings_path(root: Path) -> Path:
 
 def _example_inputs(data_dir: str, retrieval_k: int, history_max: int, groups_file: str = "groups.jsonl") -> list[Path]:
     root = Path(data_dir)
-    return [root / "items.jsonl", _ratings_path(root), root / groups_file]
+    here = Path(__file__).parent  # the modules the examples are built with key the cache entry too
+    return [root / "items.jsonl", _ratings_path(root), root / groups_file,
+            *(here / f"{m}.py" for m in ("bm25", "columnar", "lazy", "members"))]
 
 
 @functools.lru_cache(maxsize=8)
@@ -83,58 +68,61 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
     """User-group examples with per-user history (before the query time), averages and BM25-retrieved items.
 
     A member record may carry avg_rating / relative_rating (the builder writes them; with `--avg whole` they
-    differ from the prior-history average) and a group record item_avg_rating; otherwise they are computed."""
+    differ from the prior-history average) and a group record item_avg_rating; otherwise they are computed.
+    The ratings stay columnar: each group's members (and their histories) are built when the example is read
+    (recbench.tasks.perrec.lazy)."""
     root = Path(data_dir)
-    items_p = root / "items.jsonl"
-    ratings_p = _ratings_path(root)
-    groups_p = root / groups_file
+    items_p, ratings_p, groups_p = root / "items.jsonl", _ratings_path(root), root / groups_file
     items = _read_table(items_p)
     _require(items, ["item_id", "title"], items_p)
-    ratings = _read_table(ratings_p)
-    _require(ratings, ["user_id", "item_id", "rating", "timestamp"], ratings_p)
     titles = dict(zip(items["item_id"].astype(str), items["title"].astype(str)))
-    ratings = ratings.astype({"user_id": str, "item_id": str}).sort_values(["user_id", "timestamp"], kind="stable")
-    by_user = {u: g for u, g in ratings.groupby("user_id", sort=False)}
-    global_mean = float(ratings["rating"].mean())
-
-    examples = []
+    del items
+    ratings = read_ratings(ratings_p, _read_table)
     records = list(jsonl_records(groups_p))
     check_unique(((str(g.get("group_id")), f"{groups_p}:{no}") for no, g in records), "group_id",
                  "give every group its own group_id (or rebuild the groups: python -m recbench.build perrec)")
+    code_titles = [titles.get(i, i) for i in ratings.items.tolist()]
+    builder = MemberBuilder(ratings, TokenTable.build(code_titles), retrieval_k, history_max)
+    fields = []
     for line_no, g in records:
-        where = f"{groups_p}:{line_no}"
-        for field in ("group_id", "query_item", "timestamp", "users"):
-            if field not in g:
-                raise DataError(f"{where}: the group has no field '{field}'. Fix the line or rebuild the groups "
-                                "(python -m recbench.build perrec)")
-        q_title = titles.get(str(g["query_item"]))
-        if q_title is None:
-            raise DataError(f"{where}: query_item {g['query_item']} not in {items_p}")
-        members = group_members(g, where)
-        finite(g["timestamp"], where, "timestamp")
-        users = []
-        for m in members:
-            uid = str(m["user_id"])
-            hist = by_user.get(uid)
-            if hist is None:
-                raise DataError(f"{where}: user {uid} has no ratings in {ratings_p}")
-            t_query = m.get("timestamp", g["timestamp"])  # the user's own rating time of the query item
-            before = hist[hist["timestamp"] < t_query]
-            if before.empty:
-                raise DataError(f"{where}: user {uid} has no history before the query time")
-            hist_items = [{"item_id": i, "title": titles.get(i, i), "rating": float(r)}
-                          for i, r in zip(before["item_id"], before["rating"])][-history_max:]
-            avg = m["avg_rating"] if m.get("avg_rating") is not None else float(np.mean(before["rating"]))
-            rel = m["relative_rating"] if m.get("relative_rating") is not None else m["rating"] - avg
-            users.append(user_record(uid, m["rating"], avg, rel, before["rating"].tolist(), int(len(before)),
-                                     hist_items, q_title, retrieval_k))
-        difficulty = g.get("difficulty") or DIFFICULTY_BY_SIZE.get(len(users), f"size{len(users)}")
-        item_avg = g.get("item_avg_rating")
-        if item_avg is None:
-            item_avg = item_average(ratings, str(g["query_item"]), {u["user_id"] for u in users}, global_mean)
-        examples.append(group_example(str(g["group_id"]), str(g["query_item"]), q_title, g["timestamp"],
-                                      finite(item_avg, where, "item_avg_rating"), users, difficulty, g.get("domain")))
-    return tuple(examples)
+        fields.append(_group_fields(g, f"{groups_p}:{line_no}", titles, items_p, ratings_p, builder))
+    ratings.timestamp, ratings.value = np.zeros(0), None  # only the builder reads them: not kept, not cached
+    store = Store(ratings, code_titles, builder.columns())
+    return tuple(group_example(gid, q, qt, ts, ia, LazyGroup, diff, domain, store=store, rows=rows)
+                 for gid, q, qt, ts, ia, diff, domain, rows in fields)
+
+
+def _group_fields(g: dict[str, Any], where: str, titles: dict[str, str], items_p: Path, ratings_p: Path,
+                  builder: "MemberBuilder") -> tuple:
+    """One group line checked and its members added to the builder: (id, query item, title, time, item average,
+    difficulty, domain (a multi-category build's category, else None), member rows)."""
+    for field in ("group_id", "query_item", "timestamp", "users"):
+        if field not in g:
+            raise DataError(f"{where}: the group has no field '{field}'. Fix the line or rebuild the groups "
+                            "(python -m recbench.build perrec)")
+    q_title = titles.get(str(g["query_item"]))
+    if q_title is None:
+        raise DataError(f"{where}: query_item {g['query_item']} not in {items_p}")
+    members = group_members(g, where)
+    finite(g["timestamp"], where, "timestamp")
+    first = builder.count
+    codes = [builder.add(m, g["timestamp"], q_title, where, ratings_p) for m in members]
+    difficulty = check_difficulty(g.get("difficulty"), where) or DIFFICULTY_BY_SIZE.get(len(members), f"size{len(members)}")
+    item_avg = g.get("item_avg_rating")
+    if item_avg is None:
+        item_avg = builder.item_average(str(g["query_item"]), set(codes))
+    return (str(g["group_id"]), str(g["query_item"]), q_title, g["timestamp"], finite(item_avg, where, "item_avg_rating"),
+            difficulty, g.get("domain"), range(first, builder.count))
+
+
+def check_difficulty(value: Any, where: str) -> Any:
+    """A group's difficulty as given (None when absent): easy, medium, hard, or sizeN for a built group of N > 4 users;
+    DataError naming the line otherwise (an unknown one would be dropped by every difficulty filter without a word)."""
+    if value is None or value == "" or value in DIFFICULTY_BY_SIZE.values() or re.fullmatch(r"size\d+", str(value)):
+        return value
+    raise DataError(f"{where}: difficulty {json.dumps(value)} is not one of {', '.join(DIFFICULTY_BY_SIZE.values())} "
+                    "(or sizeN for a built group of N > 4 users). Fix the line, or leave the field out to take it from "
+                    "the group size")
 
 
 def group_members(g: dict[str, Any], where: str) -> list[dict[str, Any]]:
@@ -170,11 +158,16 @@ def user_record(uid: str, rating: float, avg: float, rel: float, all_ratings: li
 
 
 def group_example(group_id: str, query_item: str, query_title: str, timestamp: Any, item_avg: float,
-                  users: list[dict[str, Any]], difficulty: str, domain: Optional[str] = None) -> Example:
-    """A PerRecBench example (one user group) from its members; a multi-category build's group keeps its domain."""
-    meta = {"difficulty": difficulty, "group_size": len(users), **({"domain": str(domain)} if domain else {})}
-    return Example(id=group_id, data={"query_item": query_item, "query_title": query_title, "timestamp": timestamp,
-                                      "item_avg_rating": item_avg, "users": users}, meta=meta)
+                  users: Any, difficulty: str, domain: Optional[str] = None, store: Any = None,
+                  rows: Optional[range] = None) -> Example:
+    """A PerRecBench example (one user group) from its members (a list of records), or lazily: `users` the
+    LazyGroup class, with the store and the group's member rows; a multi-category build's group keeps its domain."""
+    fields = {"query_item": query_item, "query_title": query_title, "timestamp": timestamp, "item_avg_rating": item_avg}
+    size = len(rows) if rows is not None else len(users)
+    meta = {"difficulty": difficulty, "group_size": size, **({"domain": str(domain)} if domain else {})}
+    if rows is not None:
+        return Example(id=group_id, data=users(fields, store, rows), meta=meta)
+    return Example(id=group_id, data={**fields, "users": users}, meta=meta)
 
 
 def true_order(users: list[dict[str, Any]]) -> list[str]:
@@ -200,10 +193,9 @@ def tercile(value: float, cuts: list[float], labels: tuple[str, str, str] = STRA
 @disk_cached("perrec_item_counts", lambda data_dir: [_ratings_path(Path(data_dir))])
 def item_rating_counts(data_dir: str) -> dict[str, int]:
     """Ratings per item in the data folder's ratings file (the popularity of a query item)."""
-    path = _ratings_path(Path(data_dir))
-    ratings = _read_table(path)
-    _require(ratings, ["item_id"], path)
-    return {str(k): int(v) for k, v in ratings["item_id"].astype(str).value_counts().items()}
+    r = read_ratings(_ratings_path(Path(data_dir)), _read_table)
+    counts = np.bincount(r.item, minlength=len(r.items))
+    return {str(i): int(n) for i, n in zip(r.items.tolist(), counts.tolist()) if n}
 
 
 def history_item_counts(examples: list[Example]) -> dict[str, int]:
@@ -222,7 +214,8 @@ def add_strata(examples: list[Example], item_counts: dict[str, int], source: str
     if not examples:
         return {}
     pop = [float(item_counts.get(e.data["query_item"], 0)) for e in examples]
-    hist = [float(np.mean([u["history_len"] for u in e.data["users"]])) for e in examples]
+    hist = [float(np.mean(lazy_history_lens(e.data, lambda d: [u["history_len"] for u in d["users"]])))
+            for e in examples]
     pop_cuts, hist_cuts = tercile_cuts(pop), tercile_cuts(hist)
     for e, p, h in zip(examples, pop, hist):
         e.meta.update(query_ratings=int(p), popularity=tercile(p, pop_cuts),

@@ -65,16 +65,16 @@ def main(argv: Optional[list[str]] = None) -> None:
     """CLI: recbench overrides (task=..., model=..., task.data_dir=...) plus out=<file>."""
     from hydra import compose, initialize_config_module
 
-    from recbench.cli.overrides import method_paths
-
     argv = list(sys.argv[1:] if argv is None else argv)
     out = next((a.split("=", 1)[1] for a in argv if a.startswith("out=")), None)
     if not out:
         print(__doc__)
         sys.exit(2)
     register_resolvers()
+    # profiles depend on the task, the model and the sampling settings, never on the method: a method= is left out
+    overrides = [a for a in argv if not a.startswith(("out=", "method="))]
     with initialize_config_module(config_module="recbench.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=method_paths([a for a in argv if not a.startswith("out=")]))
+        cfg = compose(config_name="config", overrides=overrides)
     profiles = write_profiles(cfg, out)
     print(f"wrote {len(profiles)} profiles to {out}")
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -73,65 +74,87 @@ def load_released(data_dir: str, retrieval_k: int, history_max: int, split: str 
     for name, obj in ((items_p, items), (hist_p, histories)):
         if not isinstance(obj, dict):
             raise ReleasedFormatError(f"{name}: expected a JSON object keyed by id, got {type(obj).__name__}")
+    src = _Released(items, histories, items_p, hist_p, retrieval_k, history_max)
     examples = []
     for level in levels:
         gp = root / (GROUP_FILE if split == "test" else HELDOUT_FILE).format(level=level)
         if not gp.exists():
             continue
-        groups = _read(gp)
-        if not isinstance(groups, dict):
-            raise ReleasedFormatError(f"{gp}: expected {{parent_asin: [group, ...]}}, got {type(groups).__name__}")
-        j = 0
-        for asin, glist in groups.items():
-            if not isinstance(glist, list) or (glist and isinstance(glist[0], dict)):
-                glist = [glist]  # tolerate {asin: group} as well as {asin: [group, ...]}
-            for gi, members in enumerate(glist):
-                where = f"'{asin}' group {gi}"
-                if not isinstance(members, list) or len(members) < 2:
-                    raise ReleasedFormatError(f"{gp}: record {where}: a group must be a list of at least 2 members")
-                check_unique(((str(m.get("user_id")) if isinstance(m, dict) else f"#{mi}", f"{gp}: record {where} "
-                               f"member {mi}") for mi, m in enumerate(members)), "user", "list each member of a group once")
-                q_title = item_title(items, asin, items_p, f"{gp.name} {where}")
-                users = []
-                for mi, m in enumerate(members):
-                    w = f"{where} member {mi}"
-                    uid = str(_field(m, "user_id", gp, w, (str, int)))
-                    hlen = int(_field(m, "history_len", gp, w, int))
-                    rel = float(_field(m, "relative_rating", gp, w, (int, float)))
-                    avg = float(_field(m, "avg_rating", gp, w, (int, float)))
-                    beh = histories.get(uid)
-                    if beh is None:
-                        raise ReleasedFormatError(f"{hist_p}: user '{uid}' (member of {gp.name} {where}) missing")
-                    if not isinstance(beh, list) or hlen < 1 or hlen > len(beh):
-                        raise ReleasedFormatError(f"{gp}: record {w}: field 'history_len' = {hlen} outside the user's "
-                                                  f"history of {len(beh) if isinstance(beh, list) else '?'} entries in {hist_p.name}")
-                    hist = []
-                    for k, b in enumerate(beh[:hlen]):
-                        hw = f"'{uid}' entry {k}"
-                        a = str(_field(b, "parent_asin", hist_p, hw, str))
-                        r = float(_field(b, "rating", hist_p, hw, (int, float)))
-                        _field(b, "relative_rating", hist_p, hw, (int, float))
-                        hist.append({"item_id": a, "title": item_title(items, a, items_p, f"{hist_p.name} {hw}"), "rating": r})
-                    shown = hist[-history_max:]
-                    rating = finite(m["rating"], f"{gp}: record {w}", "rating") if m.get("rating") is not None \
-                        else round(avg + rel, 4)
-                    users.append(user_record(uid, rating, avg, rel, [h["rating"] for h in hist], hlen, shown, q_title,
-                                             retrieval_k))
-                ts = [m.get("timestamp") for m in members]
-                item_avg = members[0].get("item_avg_rating")
-                if item_avg is None:  # mean of the item's ratings by users outside the group, from all histories
-                    member_ids = {u["user_id"] for u in users}
-                    vals = [float(b["rating"]) for u, bs in histories.items() if u not in member_ids
-                            for b in bs if isinstance(b, dict) and b.get("parent_asin") == asin]
-                    item_avg = round(float(np.mean(vals)), 4) if vals else round(float(np.mean([u["avg_rating"] for u in users])), 4)
-                difficulty = level if level in LEVELS else DIFFICULTY_BY_SIZE.get(len(users), level)
-                prefix = "" if split == "test" else "heldout-"
-                examples.append(group_example(f"{prefix}{difficulty}-{j:04d}", str(asin), q_title,
-                                              min(ts) if all(t is not None for t in ts) else None,
-                                              finite(item_avg, f"{gp}: record {where}", "item_avg_rating"),
-                                              users, difficulty))
-                j += 1
+        for j, (asin, where, members) in enumerate(_level_groups(gp)):
+            examples.append(src.group(gp, level, split, j, asin, where, members))
     return tuple(examples)
+
+
+def _level_groups(gp: Path) -> Iterator[tuple[str, str, list]]:
+    """(parent_asin, where, members) of every group in one released group file, checked to be a list of at least
+    two members, each user once."""
+    groups = _read(gp)
+    if not isinstance(groups, dict):
+        raise ReleasedFormatError(f"{gp}: expected {{parent_asin: [group, ...]}}, got {type(groups).__name__}")
+    for asin, glist in groups.items():
+        if not isinstance(glist, list) or (glist and isinstance(glist[0], dict)):
+            glist = [glist]  # tolerate {asin: group} as well as {asin: [group, ...]}
+        for gi, members in enumerate(glist):
+            where = f"'{asin}' group {gi}"
+            if not isinstance(members, list) or len(members) < 2:
+                raise ReleasedFormatError(f"{gp}: record {where}: a group must be a list of at least 2 members")
+            check_unique(((str(m.get("user_id")) if isinstance(m, dict) else f"#{mi}", f"{gp}: record {where} "
+                           f"member {mi}") for mi, m in enumerate(members)), "user", "list each member of a group once")
+            yield asin, where, members
+
+
+@dataclass
+class _Released:
+    """The released item and history tables, and how examples are built from their groups."""
+
+    items: dict
+    histories: dict
+    items_p: Path
+    hist_p: Path
+    retrieval_k: int
+    history_max: int
+
+    def group(self, gp: Path, level: str, split: str, j: int, asin: str, where: str, members: list) -> Example:
+        """One released group as an example."""
+        q_title = item_title(self.items, asin, self.items_p, f"{gp.name} {where}")
+        users = [self.member(gp, f"{where} member {mi}", m, q_title) for mi, m in enumerate(members)]
+        ts = [m.get("timestamp") for m in members]
+        item_avg = members[0].get("item_avg_rating")
+        if item_avg is None:  # mean of the item's ratings by users outside the group, from all histories
+            member_ids = {u["user_id"] for u in users}
+            vals = [float(b["rating"]) for u, bs in self.histories.items() if u not in member_ids
+                    for b in bs if isinstance(b, dict) and b.get("parent_asin") == asin]
+            item_avg = round(float(np.mean(vals)), 4) if vals else round(float(np.mean([u["avg_rating"] for u in users])), 4)
+        difficulty = level if level in LEVELS else DIFFICULTY_BY_SIZE.get(len(users), level)
+        prefix = "" if split == "test" else "heldout-"
+        return group_example(f"{prefix}{difficulty}-{j:04d}", str(asin), q_title,
+                             min(ts) if all(t is not None for t in ts) else None,
+                             finite(item_avg, f"{gp}: record {where}", "item_avg_rating"), users, difficulty)
+
+    def member(self, gp: Path, w: str, m: Any, q_title: str) -> dict[str, Any]:
+        """One group member's record, with its history from userid2history.json."""
+        hist_p = self.hist_p
+        uid = str(_field(m, "user_id", gp, w, (str, int)))
+        hlen = int(_field(m, "history_len", gp, w, int))
+        rel = float(_field(m, "relative_rating", gp, w, (int, float)))
+        avg = float(_field(m, "avg_rating", gp, w, (int, float)))
+        beh = self.histories.get(uid)
+        if beh is None:
+            raise ReleasedFormatError(f"{hist_p}: user '{uid}' (member of {gp.name} {w.rsplit(' member ', 1)[0]}) missing")
+        if not isinstance(beh, list) or hlen < 1 or hlen > len(beh):
+            raise ReleasedFormatError(f"{gp}: record {w}: field 'history_len' = {hlen} outside the user's "
+                                      f"history of {len(beh) if isinstance(beh, list) else '?'} entries in {hist_p.name}")
+        hist = []
+        for k, b in enumerate(beh[:hlen]):
+            hw = f"'{uid}' entry {k}"
+            a = str(_field(b, "parent_asin", hist_p, hw, str))
+            r = float(_field(b, "rating", hist_p, hw, (int, float)))
+            _field(b, "relative_rating", hist_p, hw, (int, float))
+            hist.append({"item_id": a, "title": item_title(self.items, a, self.items_p, f"{hist_p.name} {hw}"), "rating": r})
+        shown = hist[-self.history_max:]
+        rating = finite(m["rating"], f"{gp}: record {w}", "rating") if m.get("rating") is not None \
+            else round(avg + rel, 4)
+        return user_record(uid, rating, avg, rel, [h["rating"] for h in hist], hlen, shown, q_title, self.retrieval_k)
 
 
 def load_profiles(data_dir: str) -> dict[str, str]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 import pandas as pd
 
-from recbench.kg.graph import KnowledgeGraph
+from recbench.kg.graph import RELATION_TARGET_TYPES, KnowledgeGraph
 from recbench.kg.loaders import add_item_table, add_triples
 from recbench.kg.queries import QUERY_TYPES, RELEASED_NAMES, query_text
 from recbench.api.datafiles import check_unique, jsonl_records, read_csv, read_json, require_columns
@@ -170,7 +171,44 @@ def read_bundle_kg(folder: str | Path, domain: str = "movie") -> KnowledgeGraph:
     if empty.any():
         raise DataError(f"{path}:{int(empty.argmax()) + 2}: a fact needs an item_id, a relation and a target (tab-"
                         "separated); this line lacks one. Fix the line or remove it")
+    known = set(items["item_id"])
+    stray = ~triples["item_id"].isin(known).to_numpy()
+    if stray.any():
+        k = int(stray.argmax())
+        raise DataError(f"{path}:{k + 2}: a fact about item '{triples['item_id'].iloc[k]}', which {folder / 'items.csv'} "
+                        "does not list. Fix the line, or add the item to items.csv")
+    warn_unknown_relations(triples["relation"], path)
     return add_triples(kg, triples[["item_id", "relation", "target"]].itertuples(index=False, name=None))
+
+
+def warn_unknown_relations(relations: pd.Series, path: Path) -> int:
+    """Count the facts whose relation is outside the RecBench+ schema (RELATION_TARGET_TYPES) and say so in one
+    `recbench: warning:` line: they are kept, their targets typed 'thing' (no condition type asks about them)."""
+    unknown = relations[~relations.isin(list(RELATION_TARGET_TYPES))]
+    if len(unknown):
+        names = ", ".join(sorted(set(unknown))[:5])
+        print(f"recbench: warning: {path}: {len(unknown)} of {len(relations)} facts use relations outside the RecBench+ "
+              f"schema ({names}); kept, their targets typed 'thing'", file=sys.stderr)
+    return len(unknown)
+
+
+def check_conditions(kg: KnowledgeGraph, examples: Sequence[Example], folder: Path, domain: str) -> None:
+    """Refuse a bundle query whose condition (relation, entity) no item of the KG holds: the query and the KG
+    disagree, and the KG metrics (cmr, kg_existence) would score it against facts that are not there."""
+    relations = set(kg.relations())
+    for e in examples:
+        for cond in e.data.get("conditions") or []:
+            if not (isinstance(cond, (list, tuple)) and len(cond) == 2):
+                continue
+            rel, ent = str(cond[0]), str(cond[1])
+            if kg.items_with(rel, ent):
+                continue
+            qtype, idx = e.id.split(":", 1) if ":" in e.id else (e.meta.get("query_type", ""), e.id)
+            where = f"{folder / f'{domain}-{RELEASED_NAMES.get(qtype, qtype)}.json'}: record data_idx {idx}"
+            what = (f"relation '{rel}', which no fact of kg.tsv uses (relations: {', '.join(sorted(relations))})"
+                    if rel not in relations else f"entity '{ent}' under {rel}, which no item of kg.tsv has")
+            raise DataError(f"{where}: the query's condition names {what}. Fix the record, or rebuild the bundle "
+                            "from its KG")
 
 
 def histories_from_ratings(ratings: pd.DataFrame, min_rating: Optional[float] = None) -> dict[str, list[str]]:

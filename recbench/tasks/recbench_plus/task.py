@@ -108,6 +108,7 @@ class RecBenchPlusTask(Task):
             numeric_columns(ratings, ["rating", "timestamp"], folder / "ratings.csv", convert=False)
             self.histories = D.histories_from_ratings(ratings)
             examples = D.bundle_examples(folder, types, domain)
+            D.check_conditions(self.kg, examples, folder, domain)
         elif kind == "build":
             examples = self._build(d, types)
         elif kind == "released":

@@ -16,7 +16,17 @@ from typing import Optional
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Dispatch split | sft | rft | plot | reward."""
+    """Dispatch split | sft | rft | plot | reward; a refused config or bad data is one `recbench:` line, exit 2."""
+    from recbench.api.errors import ConfigError, DataError
+
+    try:
+        _main(argv)
+    except (ConfigError, DataError) as e:
+        print(f"recbench: {'config error' if isinstance(e, ConfigError) else 'error'}: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _main(argv: Optional[list[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("split", "sft", "rft", "plot", "reward"):
         print(__doc__)

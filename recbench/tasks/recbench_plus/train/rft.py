@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from recbench.api.errors import ConfigError
 from recbench.tasks.recbench_plus.train.common import trainer_kwargs, write_record
 from recbench.tasks.recbench_plus.train.curve import CurveLogger, rft_columns
 from recbench.tasks.recbench_plus.train.records import load_part, rft_records
@@ -42,6 +43,17 @@ def grpo_args(cfg: DictConfig, out: Path, weights: list[float]) -> Any:
                       use_vllm=bool(cfg.use_vllm), vllm_mode=str(cfg.vllm_mode), log_completions=False, **extra)
 
 
+def check_step_size(cfg: DictConfig, n_queries: int) -> None:
+    """ConfigError when the training queries cannot fill one optimizer step (prompts_per_step x grad_accum prompts):
+    GRPO would train 0 steps and still write an adapter."""
+    need = int(cfg.prompts_per_step) * int(cfg.grad_accum)
+    if n_queries < need:
+        raise ConfigError(f"rft: {n_queries} training queries (max_queries={cfg.get('max_queries')}) cannot fill one "
+                          f"optimizer step of prompts_per_step x grad_accum = {cfg.prompts_per_step} x {cfg.grad_accum} "
+                          f"= {need} prompts, so GRPO would train 0 steps. Fix: max_queries>={need} (or null), or "
+                          "lower prompts_per_step / grad_accum")
+
+
 def run_rft(cfg: DictConfig) -> dict[str, Any]:
     """GRPO on the training queries; saves the adapter (on the base model) and curve.csv to cfg.out."""
     from datasets import Dataset
@@ -49,8 +61,9 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
 
     t0 = time.time()
     out = Path(str(cfg.out))
-    out.mkdir(parents=True, exist_ok=True)
     task, examples = load_part(cfg, "train")
+    check_step_size(cfg, len(examples))  # before anything is loaded or written
+    out.mkdir(parents=True, exist_ok=True)
     reward = RecBenchPlusReward(task, examples, OmegaConf.to_container(cfg.reward, resolve=True))
     tok, model, peft_config = policy(cfg)
     tok.padding_side = "left"

@@ -1,0 +1,131 @@
+"""The PerRecBench ratings as columns (numpy), sorted by user and time, and the per-user slices the groups need.
+
+The ratings file is read by pyarrow (fast, compact); a file it cannot read cleanly (a malformed line, a value that is
+not a finite number, ids pandas would read differently) is read again by the pandas reader, which names the line."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from recbench.api.errors import DataError
+
+COLUMNS = ("user_id", "item_id", "rating", "timestamp")
+
+
+@dataclass
+class Ratings:
+    """Every rating, sorted by user id then time (file order among ties); ids as codes into sorted id arrays."""
+
+    users: np.ndarray      # user ids (str), sorted; a user's rows are user_ptr[u]:user_ptr[u+1]
+    user_ptr: np.ndarray   # int64
+    items: np.ndarray      # item ids (str) by item code
+    item: np.ndarray       # int32 item code per row
+    rating: np.ndarray     # float64
+    timestamp: np.ndarray  # float64
+    values: Optional[np.ndarray] = None  # the distinct ratings, sorted (None when there are more than 4096)
+    value: Optional[np.ndarray] = None   # int16 code of each row's rating into `values`
+
+    def most_common(self, lo: int, end: int) -> float:
+        """The most frequent rating of rows lo:end (ties: the one seen first), as Counter.most_common(1) picks it."""
+        if self.value is None:
+            return most_common(self.rating[lo:end])
+        seg = self.value[lo:end]
+        counts = np.bincount(seg, minlength=len(self.values))
+        tied = np.flatnonzero(counts == counts.max())
+        if len(tied) > 1:  # the value seen first among the most frequent
+            tied = tied[int(np.argmin([int(np.argmax(seg == c)) for c in tied]))]
+        return float(self.values[int(np.ravel(tied)[0])])
+
+    def user_code(self, user_id: str) -> Optional[int]:
+        """The code of a user id (None when the user has no ratings)."""
+        i = int(np.searchsorted(self.users, user_id))
+        return i if i < len(self.users) and self.users[i] == user_id else None
+
+    def mean(self) -> float:
+        """The mean of all ratings (as pandas computes it)."""
+        import pandas as pd
+
+        return float(pd.Series(self.rating).mean())
+
+
+def _arrow_table(path: Path):
+    """The four columns read by pyarrow, or None where pandas must read the file (it then names the problem)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        return None
+    try:
+        tbl = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(include_columns=list(COLUMNS)))
+    except (pa.ArrowInvalid, pa.ArrowKeyError, KeyError, ValueError, OSError):
+        return None
+    for c in ("user_id", "item_id"):
+        t = tbl.schema.field(c).type
+        if pa.types.is_integer(t):  # pandas reads such ids as integers too, then as their decimal text
+            tbl = tbl.set_column(tbl.schema.get_field_index(c), c, tbl[c].cast(pa.string()))
+        elif not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            return None
+    for c in ("rating", "timestamp"):
+        t = tbl.schema.field(c).type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)) or tbl[c].null_count:
+            return None
+    return tbl
+
+
+def _codes(column) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique ids, code per row) of an arrow string column."""
+    enc = column.combine_chunks().dictionary_encode() if hasattr(column, "combine_chunks") else column.dictionary_encode()
+    names = np.asarray(enc.dictionary.to_pylist(), dtype=object)
+    order = np.argsort(names.astype(str), kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return names[order], rank[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratings:
+    """The ratings file as sorted columns; `pandas_reader(path)` is the checked fallback (DataError on bad lines)."""
+    tbl = _arrow_table(path)
+    if tbl is not None:
+        rating = tbl["rating"].to_numpy().astype(np.float64)
+        ts = tbl["timestamp"].to_numpy().astype(np.float64)
+        if not (np.isfinite(rating).all() and np.isfinite(ts).all()):
+            tbl = None
+    if tbl is None:
+        df = pandas_reader(path)
+        missing = [c for c in COLUMNS if c not in df.columns]
+        if missing:
+            raise DataError(f"{path}: missing field(s) {missing}; present: {list(df.columns)}. "
+                            "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
+        import pyarrow as pa
+
+        tbl = pa.table({c: pa.array(df[c].astype(str).tolist()) for c in ("user_id", "item_id")})
+        rating, ts = df["rating"].to_numpy(np.float64), df["timestamp"].to_numpy(np.float64)
+        del df
+    users, ucode = _codes(tbl["user_id"])
+    items, icode = _codes(tbl["item_id"])
+    del tbl
+    order = np.lexsort((ts, ucode))  # stable: file order among equal (user, time)
+    ucode = ucode[order]
+    ptr = np.searchsorted(ucode, np.arange(len(users) + 1)).astype(np.int64)
+    out = Ratings(users, ptr, items, icode[order].astype(np.int32), rating[order], ts[order])
+    values, codes = np.unique(out.rating, return_inverse=True)
+    if len(values) <= 4096:
+        out.values, out.value = values, codes.astype(np.int16)
+    return out
+
+
+def item_rows(r: Ratings) -> tuple[np.ndarray, np.ndarray]:
+    """(rows sorted by item code, stable; item_ptr): item c's rows (in table order) are rows[item_ptr[c]:item_ptr[c+1]]."""
+    rows = np.argsort(r.item, kind="stable")
+    ptr = np.searchsorted(r.item[rows], np.arange(len(r.items) + 1)).astype(np.int64)
+    return rows, ptr
+
+
+def most_common(values: np.ndarray) -> float:
+    """The most frequent value (ties: the one seen first), as collections.Counter.most_common(1) picks it."""
+    uniq, first, counts = np.unique(values, return_index=True, return_counts=True)
+    best = np.flatnonzero(counts == counts.max())
+    return float(uniq[best[np.argmin(first[best])]])

@@ -1,0 +1,137 @@
+"""Examples whose heavy parts are built when read: a group's members, and each member's history and retrieved items,
+are sliced from the columnar ratings on first access and dropped again once many other groups have been read, so
+memory follows the examples in use, not the ratings."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from recbench.tasks.perrec.columnar import Ratings
+
+KEEP_GROUPS = 4096  # groups whose built members stay in memory (least recently built are dropped first)
+_BUILT: "OrderedDict[int, LazyGroup]" = OrderedDict()
+
+
+@dataclass
+class Members:
+    """Every member of every group as flat columns (member m of group g is row group_ptr[g] + m)."""
+
+    user: np.ndarray         # int64 user code
+    shown_start: np.ndarray  # int64 first shown history row (ratings table)
+    end: np.ndarray          # int64 one past the last history row (strictly before the query time)
+    rating: list             # the member's rating of the query item, as given (floats)
+    avg: list                # avg_rating as given or the prior-history mean (floats)
+    rel: list                # relative_rating as given or rating - avg (floats)
+    common: np.ndarray       # float64 most common prior rating
+    history_len: np.ndarray  # int64 prior ratings
+    retrieved: np.ndarray    # int64 (members x k) BM25 top-k positions in the shown history, -1 padded
+
+
+@dataclass
+class Store:
+    """What the lazy groups read from: the ratings, the item titles by code and the member columns."""
+
+    ratings: Ratings
+    titles: list      # title by item code (the item id where items.jsonl has none)
+    members: Members
+
+
+class LazyMember(dict):
+    """A member record whose 'history' and 'retrieved' lists are built on first access (then kept)."""
+
+    __slots__ = ("_store", "_row")
+
+    def __missing__(self, key: str) -> Any:
+        if key not in ("history", "retrieved"):
+            raise KeyError(key)
+        s, m = self._store, self._row
+        mem, r = s.members, s.ratings
+        lo, hi = int(mem.shown_start[m]), int(mem.end[m])
+        if key == "history":
+            value = [_item(s, j) for j in range(lo, hi)]
+        else:
+            value = [_item(s, lo + int(p)) for p in mem.retrieved[m] if p >= 0]
+        self[key] = value
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        """dict.get that builds the lazy lists too."""
+        return self[key] if key in self or key in ("history", "retrieved") else default
+
+    def materialize(self) -> dict[str, Any]:
+        """A plain dict with every field built."""
+        return {**self, "history": self["history"], "retrieved": self["retrieved"]}
+
+    def __reduce__(self):
+        return dict, (self.materialize(),)
+
+
+def _item(s: Store, row: int) -> dict[str, Any]:
+    code = int(s.ratings.item[row])
+    return {"item_id": str(s.ratings.items[code]), "title": s.titles[code], "rating": float(s.ratings.rating[row])}
+
+
+class LazyGroup(dict):
+    """Example.data of a group: the small fields held, 'users' built on first access and dropped after KEEP_GROUPS
+    other groups have been built (it is rebuilt, identical, if read again)."""
+
+    __slots__ = ("_store", "_rows", "__weakref__")
+
+    def __init__(self, fields: dict[str, Any], store: Store, rows: range):
+        super().__init__(fields)
+        self._store, self._rows = store, rows
+
+    def __missing__(self, key: str) -> Any:
+        if key != "users":
+            raise KeyError(key)
+        users = [member(self._store, m) for m in self._rows]
+        self["users"] = users
+        _BUILT[id(self)] = self
+        while len(_BUILT) > KEEP_GROUPS:
+            _, old = _BUILT.popitem(last=False)
+            dict.pop(old, "users", None)
+        return users
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        """dict.get that builds the members too."""
+        return self[key] if key in self or key == "users" else default
+
+    def history_lens(self) -> list[int]:
+        """Each member's number of prior ratings, without building the members."""
+        return [int(self._store.members.history_len[m]) for m in self._rows]
+
+    def materialize(self) -> dict[str, Any]:
+        """A plain dict with every member built (as plain dicts)."""
+        return {**self, "users": [u.materialize() for u in self["users"]]}
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):
+            return self.materialize() == (other.materialize() if isinstance(other, (LazyGroup, LazyMember)) else other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return _rebuild, ({k: v for k, v in self.items() if k != "users"}, self._store, self._rows)
+
+
+def _rebuild(fields: dict[str, Any], store: Store, rows: range) -> LazyGroup:
+    return LazyGroup(fields, store, rows)
+
+
+def member(s: Store, m: int) -> LazyMember:
+    """Member row m as a record (history and retrieved built when read)."""
+    mem = s.members
+    u = LazyMember({"user_id": str(s.ratings.users[int(mem.user[m])]), "rating": mem.rating[m],
+                    "avg_rating": round(mem.avg[m], 4), "relative_rating": round(mem.rel[m], 4),
+                    "most_common_rating": float(mem.common[m]), "history_len": int(mem.history_len[m])})
+    u._store, u._row = s, m
+    return u
+
+
+def lazy_history_lens(data: Any, fallback: Callable[[Any], list[int]]) -> list[int]:
+    """Members' prior-rating counts of an example's data (without building a lazy group's members)."""
+    return data.history_lens() if isinstance(data, LazyGroup) else fallback(data)

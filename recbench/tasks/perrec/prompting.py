@@ -1,0 +1,256 @@
+"""PerRecBench's prompted-method base: sampling, system prompt, profiles, few-shot, self-consistency, templates and
+the shared user blocks; plus the display order of a group and how several answers are combined."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections import Counter
+from typing import Any, Generator, Optional, Protocol, Sequence
+
+import numpy as np
+
+from recbench.api.parsing import Parsed
+from recbench.api.prompts import get_template, render
+from recbench.api.task import Method, TaskView
+from recbench.tasks.perrec import settings
+from recbench.api.types import Constraint, Example, Request, Response
+PKG = "recbench.tasks.perrec"
+PAIR_CHOICES = ("[User A]", "[User B]")
+PAIR_CONSTRAINT = Constraint(kind="choice", choices=PAIR_CHOICES)
+#: constrained pointwise answers and the rating each stands for. "N stars", not bare digits: scored by likelihood,
+#: SmolLM2-135M picks a bare "1" for every prompt (the start of a numbered list) but spreads over "2 stars".."4 stars".
+RATING_CHOICES = {"1 star": 1.0, "2 stars": 2.0, "3 stars": 3.0, "4 stars": 4.0, "5 stars": 5.0}
+RATING_CONSTRAINT = Constraint(kind="choice", choices=tuple(RATING_CHOICES))
+_LABEL_SLOT = "\x00label\x00"  # stands for the label while a user block is rendered once for every label
+_BLOCKS: dict[tuple, tuple[dict, str]] = {}  # (id(user), profile, query) -> (user, block with _LABEL_SLOT)
+_MAX_BLOCKS = 200_000
+
+
+def _fill(skeleton: str, slots: dict[str, str], variables: dict[str, Any]) -> str:
+    """A template skeleton with each placeholder replaced by its variable's value."""
+    for k, slot in slots.items():
+        skeleton = skeleton.replace(slot, variables[k])
+    return skeleton
+
+
+def worst_status(statuses: list[str]) -> str:
+    """failed > repaired > ok."""
+    return "failed" if "failed" in statuses else "repaired" if "repaired" in statuses else "ok"
+
+
+def presentation_order(example: Example, seed: int, order: int = 0) -> list[dict[str, Any]]:
+    """The group's users in a seeded shuffled order, so position never leaks the ground truth; `order` k > 0 is the
+    order audit's k-th alternative display order (order 0 is the usual one, so caches and results do not change)."""
+    users = example.data["users"]
+    return [users[i] for i in _permutation(seed, example.id, int(order or 0), len(users))]
+
+
+@functools.lru_cache(maxsize=65536)
+def _permutation(seed: int, example_id: str, order: int, n: int) -> tuple[int, ...]:
+    """The seeded display permutation of presentation_order (computed once per example, shared by the methods)."""
+    rng = np.random.default_rng([seed, *example_id.encode()] if not order else [seed, 9, order, *example_id.encode()])
+    return tuple(int(i) for i in rng.permutation(n))
+
+
+class PerRecTaskView(TaskView, Protocol):
+    """What PerRecBench's prompted methods need of their task (recbench.tasks.perrec.task.PerRecTask provides it)."""
+
+    @property
+    def released(self) -> bool:
+        """True when the data is the official released JSON files."""
+
+    def heldout(self) -> list[Example]:
+        """Held-out groups for few-shot demonstrations ([] when the data has none)."""
+
+    def profile_table(self) -> dict[str, str]:
+        """Profiles by 'user' or 'user@query_item' (task.profile_file or the released profiles)."""
+
+
+class PerRecMethod(Method[PerRecTaskView]):
+    """Shared pieces: sampling, system prompt, optional profiles, and the prompting variants (method config):
+    `cot` (chain-of-thought templates; the answer follows "Answer:"), `shots` (few-shot from held-out groups,
+    seeded), `samples` + `temperature` (self-consistency: n samples aggregated), `template` (a template file),
+    `adapter` (a LoRA adapter name/path sent with every answer request, for backends that switch adapters per request).
+
+    Config values are read once per method (cached properties); each user block is rendered once per example
+    and query (`user_block`), so pairwise comparisons only fill the outer template."""
+
+    base_template: str = ""
+    settings_rules = settings.PROMPTED  # valid values of the method keys, checked before anything is loaded
+    conf_defaults = True  # every key is read (conf/method/perrec/<name>.yaml): a hand-built config gets the rest there
+    _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
+
+    # ---- variants (read once) -------------------------------------------------------------------
+    @functools.cached_property
+    def cot(self) -> bool:
+        """Chain-of-thought prompting on."""
+        return bool(self.cfg.cot)
+
+    @functools.cached_property
+    def n_samples(self) -> int:
+        """Self-consistency sample count (1 = off)."""
+        return int(self.cfg.samples)
+
+    @functools.cached_property
+    def n_shots(self) -> int:
+        """Few-shot demonstrations per prompt (0 = zero-shot)."""
+        return int(self.cfg.shots)
+
+    @functools.cached_property
+    def _template_name(self) -> str:
+        return self.cfg.template or f"{self.base_template}{'_cot' if self.cot else ''}.j2"
+
+    @functools.cached_property
+    def _opts(self) -> dict[str, Any]:
+        """The method and task settings the hot path needs, read once."""
+        t = self.cfg.temperature
+        tcfg = self.task.cfg
+        return {"temperature": None if t is None else float(t), "max_tokens": self.cfg.max_tokens,
+                "constrained": bool(self.cfg.constrained) and not self.cot,
+                "adapter": self.cfg.adapter, "system": render(PKG, "system.j2"),
+                "profile": bool(tcfg.profile), "profile_file": tcfg.profile_file,
+                "released": bool(self.task.released)}
+
+    def template(self) -> str:
+        """The configured template file, else <method>.j2 or <method>_cot.j2."""
+        return self._template_name
+
+    def template_files(self) -> list[str]:
+        """The template and its shipped paraphrases (<stem>_t1.j2, ...): audit.templates=K asks with the first K."""
+        from recbench.audits.templates import variant_files
+
+        return variant_files(PKG, self._template_name)
+
+    def render_prompt(self, _fast: tuple[str, ...] = (), _variant: int = 0, **variables: Any) -> str:
+        """The method's prompt template rendered with the given variables. `_fast` names string variables the
+        packaged template only prints: the template is then rendered once per method with placeholders for them
+        and filled in by string replacement (checked against a real render on first use; any mismatch, a custom
+        template or a placeholder-like value falls back to rendering). `_variant` k > 0: the template audit's k-th
+        paraphrase (<stem>_tk.j2), always rendered."""
+        if _variant:
+            from recbench.audits.templates import variant_name
+
+            return render(PKG, variant_name(self._template_name, _variant), **variables)
+        skel = self._skeleton if _fast and not self.cfg.template else None
+        if skel is not None and not any("\x00" in variables[k] for k in _fast):
+            if not skel:  # first use: build, then check against a real render
+                slots = {k: f"\x00{k}\x00" for k in _fast}
+                text = render(PKG, self._template_name, **{**variables, **slots})
+                real = render(PKG, self._template_name, **variables)
+                ok = _fill(text, slots, variables) == real
+                self._skeleton = (text, slots) if ok else None
+                return real
+            text, slots = skel
+            return _fill(text, slots, variables)
+        return render(PKG, self._template_name, **variables)
+
+    def user_block(self, user: dict[str, Any], label: str, profile: Optional[str], query_title: str) -> str:
+        """One user's block (_user_block.j2, without its final newline) under `label`. Rendered once per (user,
+        profile, query) with a label placeholder and relabelled, so an example renders each user once and the
+        pointwise, pairwise and listwise methods of one process share the blocks."""
+        key = (id(user), profile, query_title)
+        got = _BLOCKS.get(key)
+        if got is None or got[0] is not user:  # the user object itself is kept, so an id is never reused
+            if len(_BLOCKS) > _MAX_BLOCKS:
+                _BLOCKS.clear()
+            body = get_template(PKG, "_user_block.j2").render(label=_LABEL_SLOT, user=user, profile=profile,
+                                                               query_title=query_title)
+            got = _BLOCKS[key] = (user, body)
+        body = got[1]
+        if body.startswith(_LABEL_SLOT):
+            text = label + body[len(_LABEL_SLOT):]
+        else:  # a template that does not open with the label: render it with the real one
+            text = get_template(PKG, "_user_block.j2").render(label=label, user=user, profile=profile,
+                                                               query_title=query_title)
+        return text[:-1] if text.endswith("\n") else text
+
+    def answer_part(self, text: str) -> str:
+        """With chain of thought, the text after the last 'Answer:' (the whole text if there is none)."""
+        if not self.cot:
+            return text
+        m = list(re.finditer(r"(?:final\s+)?answer\s*[:：]", text, flags=re.I))
+        return text[m[-1].end():] if m else text
+
+    def shot_answer(self, answer: str) -> str:
+        """How a demonstration's gold answer is written (matches the template's requested format)."""
+        return f"Answer: {answer}" if self.cot else answer
+
+    def shot_examples(self, example: Example) -> list[Example]:
+        """n held-out groups drawn with a seed (per example), for few-shot demonstrations."""
+        if not self.n_shots:
+            return []
+        pool = self.task.heldout()
+        if not pool:
+            raise ValueError("few-shot prompting needs held-out groups: set task.heldout_file (recbench format) "
+                             "or provide held_out-*.json (released format)")
+        rng = np.random.default_rng([self.seed, 2, *example.id.encode()])
+        return [pool[i] for i in rng.choice(len(pool), size=min(self.n_shots, len(pool)), replace=False)]
+
+    # ---- requests ---------------------------------------------------------------------------
+    def _sampling(self, max_tokens: int, seed_offset: int = 0):
+        sp = self.sampling(max_tokens, seed_offset)
+        t = self._opts["temperature"]
+        return sp if t is None else dataclasses.replace(sp, temperature=t)
+
+    def _messages(self, user_prompt: str, shots: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
+        msgs = [{"role": "system", "content": self._opts["system"]}]
+        for q, a in shots:
+            msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        return msgs + [{"role": "user", "content": user_prompt}]
+
+    def _request(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
+                 purpose: str = "answer", seed_offset: int = 0, shots: Sequence[tuple[str, str]] = ()) -> Request:
+        o = self._opts
+        return Request.chat(self._messages(prompt, shots), self._sampling(max_tokens, seed_offset),
+                            constraint=constraint if o["constrained"] else None, purpose=purpose,
+                            adapter=o["adapter"])  # per-request LoRA (vllm); hf: model.backend.adapter
+
+    def _samples(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
+                 shots: Sequence[tuple[str, str]] = ()) -> list[Request]:
+        """The prompt once, or n times with seeds seed+0..n-1 for self-consistency."""
+        return [self._request(prompt, max_tokens, constraint, seed_offset=j, shots=shots) for j in range(self.n_samples)]
+
+    def profile_text(self, user: dict[str, Any], example: Example) -> Optional[str]:
+        """A profile from task.profile_file (written by another model, or the released userid2profile.json)."""
+        table = self.task.profile_table()
+        return table.get(f"{user['user_id']}@{example.data['query_item']}") or table.get(user["user_id"])
+
+    def profiles(self, users: list[dict[str, Any]], example: Optional[Example] = None
+                 ) -> Generator[list[Request], list[Response], dict[str, str]]:
+        """Profiles per user: from task.profile_file (or the released userid2profile.json), else one request per user to this model
+        (cached, so shared across methods and runs); {} when profiles are off."""
+        o = self._opts
+        if not o["profile"]:
+            return {}
+        tcfg = self.task.cfg
+        if (o["profile_file"] or o["released"]) and example is not None:
+            return {u["user_id"]: p for u in users if (p := self.profile_text(u, example))}
+        reqs = [Request.chat([{"role": "user", "content": render(PKG, "profile.j2", history=u["history"][-tcfg.profile_history:])}],
+                             self.sampling(tcfg.profile_max_tokens), purpose="profile") for u in users]
+        resps = yield reqs
+        return {u["user_id"]: r.text.strip() for u, r in zip(users, resps)}
+
+
+def aggregate_status(parsed: list[Parsed]) -> str:
+    """Status of an aggregated answer: ok if every sample parsed cleanly, failed if none parsed, else repaired."""
+    if all(p.status == "ok" for p in parsed):
+        return "ok"
+    return "failed" if not any(p.ok for p in parsed) else "repaired"
+
+
+def majority(values: list[Any]) -> Optional[Any]:
+    """The strict plurality value among non-None values (None on a tie or when empty)."""
+    c = Counter(v for v in values if v is not None).most_common()
+    if not c or (len(c) > 1 and c[0][1] == c[1][1]):
+        return None
+    return c[0][0]
+
+
+def borda(rankings: list[list[str]], labels: list[str]) -> list[str]:
+    """Borda count over full rankings (n-1 points for first place ...); ties keep label order."""
+    points = {lab: 0 for lab in labels}
+    for rk in rankings:
+        for pos, lab in enumerate(rk):
+            points[lab] += len(labels) - 1 - pos
+    return sorted(labels, key=lambda lab: (-points[lab], labels.index(lab)))

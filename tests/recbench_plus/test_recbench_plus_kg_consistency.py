@@ -1,0 +1,75 @@
+"""A RecBench+ bundle whose parts disagree: a KG fact about an item the catalogue lacks and a query condition that no
+item of the KG holds (an unknown entity or relation) are refused, naming the file and line or record; a fact with a
+relation outside the RecBench+ schema is kept with a counted one-line warning (docs/recbench_plus.md, "Bad input")."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from recbench.api.errors import DataError
+from recbench.run.construct import build_task, bundled_data
+from tests.helpers import compose_cfg
+
+pytestmark = pytest.mark.fast
+EXPLICIT = "movie-ExplicitQuery.json"
+
+
+@pytest.fixture()
+def bundle(tmp_path) -> Path:
+    d = tmp_path / "bundle"
+    shutil.copytree(bundled_data("recbench_plus_sample"), d)
+    return d
+
+
+def _load(folder: Path):
+    return build_task(compose_cfg(["task=recbench_plus", "method=assistant", f"task.data.path={folder}"])).load()
+
+
+def _add_fact(d: Path, line: str) -> int:
+    p = d / "kg.tsv"
+    lines = p.read_text().splitlines()
+    lines.insert(4, line)  # becomes line 5 of the file
+    p.write_text("\n".join(lines) + "\n")
+    return 5
+
+
+def _condition(d: Path, cond: list[str]) -> str:
+    p = d / EXPLICIT
+    recs = json.loads(p.read_text())
+    recs[1]["sharedRelationships"] = [cond]
+    p.write_text(json.dumps(recs))
+    return str(recs[1]["data_idx"])
+
+
+def test_a_fact_about_an_unknown_item_is_refused_naming_the_line(bundle):
+    line = _add_fact(bundle, "99999\tGenre\tDrama")
+    with pytest.raises(DataError, match=rf"kg.tsv:{line}: a fact about item '99999', which .*items.csv does not list"):
+        _load(bundle)
+
+
+def test_a_relation_outside_the_schema_is_kept_with_a_counted_warning(bundle, capsys):
+    _add_fact(bundle, "1\tFilmed_in\tLisbon")
+    task = build_task(compose_cfg(["task=recbench_plus", "method=assistant", f"task.data.path={bundle}"]))
+    assert task.load()
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("recbench")]
+    assert len(err) == 1 and err[0].startswith("recbench: warning: ") and "kg.tsv: 1 of " in err[0]
+    assert "facts use relations outside the RecBench+ schema (Filmed_in); kept, their targets typed 'thing'" in err[0]
+    assert task.kg.has_fact("1", "Filmed_in", "Lisbon")
+
+
+def test_a_query_naming_an_entity_missing_from_the_kg_is_refused(bundle):
+    idx = _condition(bundle, ["Starring", "Nobody Atall"])
+    with pytest.raises(DataError, match=rf"{EXPLICIT}: record data_idx {idx}: the query's condition names entity "
+                                        r"'Nobody Atall' under Starring, which no item of kg.tsv has"):
+        _load(bundle)
+
+
+def test_a_query_naming_an_unknown_relation_is_refused_listing_the_relations(bundle):
+    idx = _condition(bundle, ["Filmed_in", "Lisbon"])
+    with pytest.raises(DataError, match=rf"{EXPLICIT}: record data_idx {idx}: the query's condition names relation "
+                                        r"'Filmed_in', which no fact of kg.tsv uses \(relations: Directed_by, Genre, "
+                                        r"Starring, Written_by\)"):
+        _load(bundle)
