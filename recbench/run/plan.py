@@ -22,6 +22,18 @@ MAX_ROUNDS = 10_000  # per example: a method that never stops is a bug, not a pl
 Plan = PlanResult  # the numbers `mode=plan` prints (and writes to plan.json), typed in recbench.store.schema
 
 
+def _cached_locally(ident: str) -> bool:
+    """Whether a model's tokenizer files are on this machine (a folder, or the Hugging Face cache), asking no hub."""
+    if Path(ident).is_dir():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return any(isinstance(try_to_load_from_cache(ident, f), str) for f in ("tokenizer_config.json", "tokenizer.json"))
+    except Exception:  # noqa: BLE001 - a name that is no repo id has no cache entry
+        return False
+
+
 # ---- token counting -------------------------------------------------------------------------------
 class TokenCounter:
     """Prompt tokens with the model's own tokenizer and chat template when it can be loaded offline, else ~chars/4."""
@@ -30,6 +42,11 @@ class TokenCounter:
         self.tok = None
         self.source = "estimate: characters / 4 (no local tokenizer)"
         b = model_cfg.get("backend") or {}
+        ident = model_cfg.get("hf_id") or (b.get("model") if b.get("_target_", "").endswith("HFBackend") else None)
+        if not (b.get("package") or b.get("gguf_file")) and not (ident and _cached_locally(str(ident))):
+            if ident:  # nothing on disk: no transformers import and no hub call (seconds saved, nothing sent)
+                self.source = f"estimate: characters / 4 (no local tokenizer for {ident})"
+            return
         try:
             from transformers import AutoTokenizer
             from transformers.utils import logging as hf_logging
@@ -42,12 +59,11 @@ class TokenCounter:
                 self.tok = AutoTokenizer.from_pretrained(folder, gguf_file=b.get("gguf_file"))
                 self.source = f"model tokenizer ({b.get('gguf_file') or folder})"
             else:
-                ident = model_cfg.get("hf_id") or (b.get("model") if b.get("_target_", "").endswith("HFBackend") else None)
-                if ident:
-                    self.tok = AutoTokenizer.from_pretrained(str(ident), local_files_only=True)
-                    self.source = f"model tokenizer ({ident}, local files)"
+                self.tok = AutoTokenizer.from_pretrained(str(ident), local_files_only=True)
+                self.source = f"model tokenizer ({ident}, local files)"
         except Exception as e:  # noqa: BLE001 - any failure falls back to the estimate, and says so
-            log.info("plan: no tokenizer (%s); estimating tokens from characters", e)
+            log.debug("plan: no tokenizer (%s); estimating tokens from characters", e)
+            self.source = f"estimate: characters / 4 (the local tokenizer did not load: {type(e).__name__})"
             self.tok = None
 
     def count(self, req: Request) -> int:
@@ -194,7 +210,7 @@ def power_plan(cfg: DictConfig, task: Any, run_dir: str | Path, n_units: int) ->
         try:
             got = paired_sd_from_runs([root], metric, task=task.name)
         except Exception as e:  # noqa: BLE001 - unreadable earlier runs fall back to the stated default
-            log.info("plan: no paired sd from %s (%s)", root, e)
+            log.debug("plan: no paired sd from %s (%s)", root, e)
     sd, source = (got.sd, got.source) if got else (float(cfg.plan.sd), "default plan.sd (no earlier run of this task)")
     alpha, target, effect = float(cfg.plan.alpha), float(cfg.plan.power), float(cfg.plan.effect)
     n = max(2, n_units)

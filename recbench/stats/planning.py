@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from recbench.stats.clusters import cluster_means
+from recbench.stats.systems import System
 from recbench.stats.verdicts import compare_pair, load_systems
 
 
@@ -20,6 +21,14 @@ class PairedSd:
     sd: float
     n_units: int
     source: str
+
+
+def _where(s: System) -> str:
+    """The run dir a system was read from, relative to the working directory when it lies below it."""
+    d = Path(s.runs[0].dir).resolve() if s.runs and s.runs[0] is not None else None
+    if d is None:
+        return s.label
+    return str(d.relative_to(Path.cwd())) if Path.cwd() in d.parents else str(d)
 
 
 def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: str | None = None) -> PairedSd | None:
@@ -41,7 +50,7 @@ def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: str | No
         if not sd > 0:  # equal on every unit (the same system twice): says nothing of a difference's spread
             continue
         if best is None or c.n > best.n_units:
-            best = PairedSd(sd, c.n, f"paired runs {a.label} vs {b.label}")
+            best = PairedSd(sd, c.n, f"paired runs {_where(a)} vs {_where(b)}")
     if best is not None:
         return best
     s = max(systems, key=lambda s: len(s.ids))
@@ -52,4 +61,4 @@ def paired_sd_from_runs(paths: Iterable[str | Path], metric: str, task: str | No
     if len(units) < 2 or not np.std(units, ddof=1) > 0:  # a constant run: no spread to plan with
         return None
     return PairedSd(float(math.sqrt(2) * np.std(units, ddof=1)), len(units),
-                    f"one run ({s.label}): sqrt(2) x its sd, as if the two systems were independent")
+                    f"one run ({_where(s)}): sqrt(2) x its sd, as if the two systems were independent")
