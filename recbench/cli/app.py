@@ -117,7 +117,7 @@ def _main() -> None:
                 run_mode(cfg, run_dir)
                 codes.append(EXIT_OK)
                 return None
-            metrics = run_from_config(cfg, run_dir)
+            result = run_from_config(cfg, run_dir)
         except _user_errors() as e:
             kind = "config error" if isinstance(e, ConfigError) else "error"
             print(f"recbench: {kind}: {redact_text(str(e))}", file=sys.stderr)
@@ -140,15 +140,15 @@ def _main() -> None:
                   file=sys.stderr)
             codes.append(EXIT_CANNOT_RUN)
             return None
-        print_summary(metrics, brief=in_sweep)  # a sweep ends with one table of all its runs
-        code = exit_code(metrics)
+        print_summary(result, brief=in_sweep)  # a sweep ends with one table of all its runs
+        code = exit_code(result)
         codes.append(code)
         if code == EXIT_INCOMPLETE:
-            n = metrics["counts"]["examples"]
-            missing = metrics["this_invocation"]["backend_errors"]
-            print(f"recbench: incomplete: {missing} example(s) abandoned after backend errors ({n} finished); "
-                  "the same command retries them", file=sys.stderr)
-        return metrics["metrics"].get(metrics["headline_metric"], {}).get("mean")
+            missing = result.this_invocation["backend_errors"]
+            print(f"recbench: incomplete: {missing} example(s) abandoned after backend errors "
+                  f"({result.counts.examples} finished); the same command retries them", file=sys.stderr)
+        head = result.metrics.get(result.headline_metric)
+        return head.mean if head is not None else None
 
     root = runs_root()
     blocked = unusable_root(root)  # Hydra makes the run dir before recbench runs: say it here, in one line

@@ -23,8 +23,8 @@ from recbench.store.schema import RunResult
 log = logging.getLogger("recbench")
 
 
-def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> dict[str, Any]:
-    """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
+def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> RunResult:
+    """Evaluate one (task, model, method) into run_dir, resuming what is there; returns the result metrics.json holds."""
     t0 = time.time()
     try:  # every config and data check before the run dir is written: a refused run leaves no trace in it
         validate(cfg)
@@ -95,9 +95,8 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
                            complete=complete and len(records) == len(examples), run_dir=store.dir,
                            this_invocation={**(inv := _with_noise(vars(loop.stats), noise)),
                                             "total_wall_time_s": time.time() - t0, "model_loaded": loaded},
-                           paid_tokens=(inv["prompt_tokens"], inv["completion_tokens"]))
-        if noise is not None:
-            result.extra.update(noise[0])
+                           paid_tokens=(inv["prompt_tokens"], inv["completion_tokens"]),
+                           extra=noise[0] if noise is not None else None)
         store.write_result(result)
         mark_finished(store.dir, inputs if result.complete else None)  # what a finished rerun may reuse
     finally:
@@ -106,7 +105,7 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
             cache.close()
         if lazy is not None:  # a backend this run built (HTTP clients, event loop); a given one is the caller's
             lazy.close()
-    return result.to_dict()
+    return result
 
 
 def method_of(cfg: DictConfig, task: Any) -> Any:
@@ -121,7 +120,8 @@ def method_of(cfg: DictConfig, task: Any) -> Any:
 
 
 def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend_errors: int, complete: bool,
-              run_dir: str | Path, this_invocation: dict[str, Any], paid_tokens: tuple[int, int] = (0, 0)) -> RunResult:
+              run_dir: str | Path, this_invocation: dict[str, Any], paid_tokens: tuple[int, int] = (0, 0),
+              extra: Optional[dict[str, Any]] = None) -> RunResult:
     """metrics.json of a run from its records: the aggregation (sorted by id, seeded bootstrap), counts and cost; a
     run and a merge of its shards (recbench.run.merge) both go through here, so they agree exactly."""
     from recbench.run.cost import run_cost
@@ -134,19 +134,17 @@ def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend
     if enabled(cfg):
         split_breakdown(task)  # the `recalled` slices (a merge of shards builds its task afresh)
     agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
-    agg["extra"].update(template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,
-                                            level=cfg.run.ci_level, seed=cfg.seed))  # audit.templates=K
-    agg["extra"].update(contamination_block(cfg, task, records))  # contamination.probe_run=DIR
-    agg["counts"].backend_errors = backend_errors
-    result = RunResult(task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
-                       complete=complete, run_dir=str(run_dir), **agg, this_invocation=this_invocation)
+    blocks = {**template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,
+                                    level=cfg.run.ci_level, seed=cfg.seed),  # audit.templates=K
+              **contamination_block(cfg, task, records), **(extra or {})}  # contamination.probe_run=DIR, audit.noise
     # cost of all the run's tokens (cached answers included) from the optional price table in the model config
     price = cfg.model.get("price") if uses_model else None
-    c = result.counts
-    result.cost = run_cost(price, c.prompt_tokens, c.completion_tokens)
-    if result.cost is not None:  # what this invocation paid (cache hits cost nothing)
-        result.cost["this_invocation"] = run_cost(price, *paid_tokens)["total"]
-    return result
+    cost = run_cost(price, agg.counts.prompt_tokens, agg.counts.completion_tokens)
+    if cost is not None:  # what this invocation paid (cache hits cost nothing)
+        cost = {**cost, "this_invocation": run_cost(price, *paid_tokens)["total"]}
+    return RunResult.of(agg, task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
+                        complete=complete, run_dir=str(run_dir), this_invocation=this_invocation,
+                        backend_errors=backend_errors, extra=blocks, cost=cost)
 
 
 def _noise_floor(cfg: DictConfig, task: Any, method: Any, examples: list, run_dir: Path, cache: ResponseCache,
@@ -207,7 +205,7 @@ def _write_versions(store: RunStore, backend: Optional[Backend], lazy: Optional[
             raise
 
 
-def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str], t0: float) -> Optional[dict[str, Any]]:
+def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str], t0: float) -> Optional[RunResult]:
     """metrics.json of an unchanged complete run with this invocation's counters (0 calls, all skipped), or None."""
     from recbench.run.loop import LoopStats
 
@@ -218,4 +216,5 @@ def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str],
 
         cost = (run_cost(price, 0, 0) or {}).get("total")
     inv = {**vars(LoopStats(wall_time_s=time.time() - t0)), "total_wall_time_s": time.time() - t0, "model_loaded": False}
-    return reuse_finished(run_dir, inputs, inv, cost)
+    reused = reuse_finished(run_dir, inputs, inv, cost)
+    return None if reused is None else RunResult.from_dict(reused, where=str(Path(run_dir) / "metrics.json"))
