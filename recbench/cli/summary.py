@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from recbench.api.audits import terminal_lines
 from recbench.cli.terminal import MAX_WIDTH, chunk_columns, console, iter_lines, table_width
 from recbench.report.numbers import cell_text, number
 from recbench.store.schema import MetricSummary, RunResult
@@ -256,10 +257,7 @@ def print_summary(result: RunResult, brief: bool = False) -> None:
     lines += count_lines(result, cfg, versions)
     task_lines = result.extra.get("summary")  # a task's own verdict lines (Task.run_facts 'summary': a list of text)
     lines += [str(x) for x in task_lines] if isinstance(task_lines, list) else []
-    from recbench.audits import contamination, noise, templates
-
-    lines += [x for x in (templates.summary_line(result.extra), noise.summary_line(result.extra),
-                          contamination.summary_line(result.extra)) if x]  # the audits' verdicts
+    lines += terminal_lines(result.extra)  # the audits' verdicts, from the blocks the report's audit tables read
     con.print(escape("\n".join(lines)), highlight=False)
     con.print(escape(f"run dir: {result.run_dir}"), soft_wrap=True, highlight=False)  # a path stays in one piece
     if c.model_calls and c.finish_length > 0.2 * c.model_calls:

@@ -217,7 +217,7 @@ class EvalLoop:
         metrics = self.task.score(act.example, outcome)
         check_scored(self.task, metrics, self._scored)  # a metric declared nowhere stops the run here
         self._finished.append(SampleRecord(id=act.example.id, meta=act.example.meta, prediction=outcome.prediction,
-                                           parse_status=outcome.parse_status, details=outcome.details,
+                                           parse_status=outcome.parse_status, details=outcome.record_details(),
                                            metrics=metrics, calls=act.calls, truth=self.task.truth(act.example)))
         self.stats.examples_finished += 1
         self._active -= 1
@@ -242,10 +242,10 @@ class EvalLoop:
 def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, level: float = 0.95,
               seed: int = 0) -> Aggregate:
     """Per-metric mean + bootstrap CI overall and per breakdown value, parse counts and token totals, and `extra`:
-    the task's run facts, then the value of every corpus metric it declares (MetricSpec.corpus), then the audits.
+    the task's run facts, then the value of every corpus metric it declares (MetricSpec.corpus); the audits' blocks
+    are added by the run (recbench/run/audit_calls.py).
 
     Records are sorted by example id first, so the result does not depend on the order they finished in."""
-    from recbench.audits.order import audit_aggregates  # numpy and the audit: only when something is aggregated
     from recbench.api.metrics import corpus_values, find_spec, run_info
     from recbench.stats.bootstrap import summarize
 
@@ -265,7 +265,6 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
     metrics = block(records)
     extra = _facts(task, records)
     extra.update(corpus_values(task, records))
-    extra.update(audit_aggregates(records, task.headline_metric))  # order audits, pairwise order consistency
     declared = task.declared_metrics()
     names = list(metrics) + [k for k, v in extra.items() if _number(v) and k not in metrics
                              and (k in declared or find_spec(k) is not None)]

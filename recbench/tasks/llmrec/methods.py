@@ -12,7 +12,7 @@ from scipy.sparse.linalg import svds
 
 from recbench.api.task import Method, ReferenceMethod, TaskView
 from recbench.tasks.llmrec import settings
-from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request, Response, SamplingParams
+from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, Response, SamplingParams
 
 PKG = "recbench.tasks.llmrec"  # the package whose templates/ hold the sub-tasks' prompts
 
@@ -176,8 +176,8 @@ class ZeroShot(Method[LLMRecTaskView]):
         if how is not None:
             outcome.details = {**outcome.details, "ranking_from": how}
         if audited:  # the display order (slot order) and the ranking, for recbench.audits.order
-            outcome.details = {**outcome.details, "shown": list(example.data["candidates"]),
-                               "ranked": list(outcome.prediction) if outcome.prediction else None}
+            outcome.display = Display(list(example.data["candidates"]),
+                                      list(outcome.prediction) if outcome.prediction else None)
         return outcome
 
 
