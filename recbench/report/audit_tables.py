@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from recbench.api.audits import block_of, declared_tables
-from recbench.report.collect import Run, variant_labels
+from recbench.report.collect import ReportedRun, variant_labels
 from recbench.report.presentation import AuditColumn, AuditTable
 from recbench.report.numbers import fmt, number
 from recbench.report.tables import Cell, Table, _header, method_label
@@ -40,7 +40,7 @@ def cell(metric: str, v: Any, style: str = "3") -> AuditCell:
     return AuditCell(metric=metric, mean=number(v), style=style)
 
 
-def row_labels(runs: list[Run]) -> dict[int, list[str]]:
+def row_labels(runs: list[ReportedRun]) -> dict[int, list[str]]:
     """Row labels per run: task, model, method [variant], plus the seed when one configuration has several."""
     labels = variant_labels(runs)
     seeds: dict[tuple, set] = {}
@@ -55,7 +55,7 @@ def row_labels(runs: list[Run]) -> dict[int, list[str]]:
     return out
 
 
-def sort_runs(runs: list[Run]) -> list[Run]:
+def sort_runs(runs: list[ReportedRun]) -> list[ReportedRun]:
     """Runs in row order: task, model, method, dir."""
     return sorted(runs, key=lambda r: (r.task, r.model, r.method, str(r.dir)))
 
@@ -80,7 +80,7 @@ def _column_cell(col: AuditColumn, block: Any, metric: str) -> AuditCell:
     return cell(name, v, col.style)
 
 
-def build_table(spec: AuditTable, runs: list[Run]) -> Optional[Table]:
+def build_table(spec: AuditTable, runs: list[ReportedRun]) -> Optional[Table]:
     """A declared audit table over the runs whose extra holds its block (None when none does)."""
     if spec.build is not None:
         return spec.build(runs)
@@ -102,7 +102,7 @@ def build_table(spec: AuditTable, runs: list[Run]) -> Optional[Table]:
                  header=_header(cols), columns=cols, rows=rows, section=spec.section)
 
 
-def audit_tables(runs: list[Run]) -> list[Table]:
+def audit_tables(runs: list[ReportedRun]) -> list[Table]:
     """The audit tables of a report (empty when no run was audited), in the audits' registration and declaration
     order."""
     return [t for t in (build_table(spec, runs) for spec in declared_tables()) if t is not None]
