@@ -58,7 +58,7 @@ def bench_vllm(limit: int, method: str) -> tuple[dict[str, Any], Any, list[Reque
     for rep in range(2):
         vb.llm.reset_prefix_cache()
         rec.requests.clear()
-        m = run_from_config(cfg, tempfile.mkdtemp(prefix="rb_bench_loop_"), backend=rec)
+        m = run_from_config(cfg, tempfile.mkdtemp(prefix="rb_bench_loop_"), backend=rec).to_dict()
         res["loop"].append(m["this_invocation"]["wall_time_s"])
         toks["loop"] = m["this_invocation"]["completion_tokens"]
         reqs = list(rec.requests)

@@ -270,7 +270,7 @@ def sec_replay(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     for m, fn in answers.items():
         b = ScriptedBackend(fn, name="replay")
         t, c = time.perf_counter(), time.process_time()
-        met = run_from_config(cfgs[m], tmp / "replay" / m, backend=b)
+        met = run_from_config(cfgs[m], tmp / "replay" / m, backend=b).to_dict()
         w, cp = time.perf_counter() - t, time.process_time() - c
         wall, cpu = wall + w, cpu + cp
         calls += b.calls

@@ -67,7 +67,7 @@ def main() -> None:
         for f in ("samples.jsonl", "metrics.json"):  # a benchmark measures a fresh run, not a resume
             (run_dir / f).unlink(missing_ok=True)
         t0 = time.time()
-        m = run_from_config(cfg, run_dir)
+        m = run_from_config(cfg, run_dir).to_dict()
         dt = time.time() - t0
         agg = {k: v["mean"] for k, v in m["metrics"].items()}
         agg.update({k: v for k, v in m["extra"].items() if isinstance(v, float)})

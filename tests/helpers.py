@@ -64,7 +64,7 @@ def run_scripted(tmp_path, overrides: list[str], answer_fn) -> tuple[dict, list[
         seen.append(req)
         return answer_fn(req)
 
-    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(answer))
+    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(answer)).to_dict()
     recs = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     return m, recs, seen
 

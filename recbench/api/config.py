@@ -8,17 +8,44 @@ an API backend's concurrency, timeouts and retries) are typed, backend-specific 
 keys stay YAML in their groups; value ranges that types cannot say (temperature >= 0, sizes >= 1) are checked by
 `validate`.
 
-Long because the structured configs, their range checks and the rules tasks and methods declare for their own keys
-(`Rule`, `check_settings`) are one contract: the valid values of every config key, in one module.
+The keys a YAML-only task may leave out are api/yaml_task.py; the rules tasks and methods declare for their own keys
+(`Rule`, `check_settings`) are api/settings_rules.py; both are named here too.
 """
 from __future__ import annotations
 
-from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields, is_dataclass, replace
-from typing import Any, List, Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
+from recbench.api.backend_conf import (  # noqa: F401 - each backend's typed keys, named here with the core groups
+    BACKEND_SCHEMAS,
+    BackendConf,
+    HFBackendConf,
+    ModelBackendConf,
+    OpenAIBackendConf,
+    PredictionsBackendConf,
+    VLLMBackendConf,
+)
 from recbench.api.errors import ConfigError
+from recbench.api.settings_rules import (  # noqa: F401 - the valid values of every config key, named in one place
+    Rule,
+    check_settings,
+    describe,
+    flag,
+    list_of,
+    number,
+    one_of,
+    text,
+    whole,
+)
+from recbench.api.yaml_task import (  # noqa: F401
+    YamlDataConf,
+    YamlParserConf,
+    YamlPromptConf,
+    YamlTaskConf,
+    with_defaults,
+)
 
 
 @dataclass
@@ -129,73 +156,6 @@ class RecbenchConfig:
     contamination: ContaminationConf = field(default_factory=ContaminationConf)
 
 
-# ---- model.backend: the typed base every backend shares; each default equals the backend constructor's own ----
-@dataclass
-class BackendConf:
-    """Keys of every backend (model.backend); a backend's own keys are free-form additions to this node."""
-
-    _target_: str = MISSING
-    name: Optional[str] = None  # shown in records and the cache identity
-    batch_size: Optional[int] = None  # requests handed to the backend at once
-
-
-@dataclass
-class ModelBackendConf(BackendConf):
-    """Keys of every backend that serves a model (hf, vllm, openai)."""
-
-    model: str = ""
-    revision: Optional[str] = None
-    quirks: Optional[List[str]] = None  # chat-template quirks (recbench/backends/quirks.py)
-
-
-@dataclass
-class HFBackendConf(ModelBackendConf):
-    """transformers in-process (recbench.backends.hf.HFBackend)."""
-
-    batch_size: Optional[int] = 16
-    # torch threads: a positive integer, or auto = the cores other processes leave free (recbench/backends/threads.py)
-    threads: Any = "auto"
-
-
-@dataclass
-class VLLMBackendConf(ModelBackendConf):
-    """The vLLM offline engine (recbench.backends.vllm.VLLMBackend)."""
-
-    batch_size: Optional[int] = 1024
-
-
-@dataclass
-class OpenAIBackendConf(ModelBackendConf):
-    """Any OpenAI-compatible server (recbench.backends.openai.OpenAIBackend): concurrency, timeouts, retries."""
-
-    # one URL, a list of servers of the same model, or a comma-separated string (env); None: the hosted OpenAI API
-    base_url: Any = None
-    api_key_env: Optional[str] = None  # environment variable holding the key (None: no key, a local server)
-    concurrency: int = 8  # requests in flight
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 20.0
-    backoff_jitter: float = 0.5
-    max_retry_after_s: float = 60.0
-    # server down (stop, exit 2): this many connection failures in a row AND no HTTP answer for down_after_s seconds
-    max_consecutive_failures: int = 5
-    down_after_s: float = 3.0
-    seed_param: bool = True
-
-
-@dataclass
-class PredictionsBackendConf(BackendConf):
-    """Recorded answers replayed from a file (recbench.backends.predictions.PredictionsBackend)."""
-
-    batch_size: Optional[int] = 256
-
-
-#: conf/model/*.yaml name these as `- /schema/backend@backend: <name>`
-BACKEND_SCHEMAS = {"hf": HFBackendConf, "vllm": VLLMBackendConf, "openai": OpenAIBackendConf,
-                   "predictions": PredictionsBackendConf}
-
-
 def register_configs() -> None:
     """Register the schemas in Hydra's ConfigStore (idempotent)."""
     from hydra.core.config_store import ConfigStore
@@ -224,13 +184,18 @@ def _finite(v: Any, whole: bool = False) -> bool:
     return math.isfinite(x) and (not whole or x == int(x) and not (isinstance(v, str) and "." in v))
 
 
+def _one_component(name: object) -> bool:
+    """True for one plain path component: no separator or NUL, not '', '.' or '..' (the names store/rundir.safe_name
+    leaves as they are)."""
+    s = str(name)
+    return not any(c in s for c in "/\\\x00") and bool(s.strip("."))
+
+
 def validate(cfg: DictConfig) -> None:
     """Range checks types cannot express, each naming the key: names, sampling, sizes, limit."""
-    from recbench.store.rundir import bad_name
-
     for group in ("task", "model", "method"):  # each names one folder of the run dir under the runs dir
         name = (cfg.get(group) or {}).get("name")
-        _check(name is None or not bad_name(name), f"{group}.name", name,
+        _check(name is None or _one_component(name), f"{group}.name", name,
                "a plain name (one folder of the run dir: no '/' or '\\', not '.' or '..')")
     s = cfg.sampling
     _check(_finite(s.temperature) and float(s.temperature) >= 0, "sampling.temperature", s.temperature,
@@ -310,205 +275,3 @@ def _check_shard(r: Any) -> None:
     if i is not None:
         _check(_finite(i, whole=True) and 0 <= int(i) < int(n), "run.shard", i,
                f"a whole number in [0, {int(n) - 1}] with run.shards={n} (shards are numbered from 0)")
-
-
-# ---- a YAML-only task (recbench.tasks.generic, docs/new_benchmark.md): the keys a task YAML may leave out --------
-@dataclass
-class YamlDataConf:
-    """task.data of a YAML-only task."""
-
-    path: Optional[str] = None  # required: the task says so, naming the key
-    format: Optional[str] = None  # jsonl | json | csv | parquet; null = from the file's suffix
-    id_field: Optional[str] = "id"  # the field holding each example's id; null = the row number
-
-
-@dataclass
-class YamlPromptConf:
-    """task.prompt of a YAML-only task: `template` (inline Jinja2) or `template_file` is required."""
-
-    system: Optional[str] = None  # null = no system message
-    template: Optional[str] = None
-    template_file: Optional[str] = None
-
-
-@dataclass
-class YamlParserConf:
-    """task.parser of a YAML-only task: `kind` is required, the other keys belong to some kinds."""
-
-    kind: Optional[str] = None
-    choices: Optional[List[Any]] = None  # choice
-    lo: Optional[float] = None  # number: clamp below (null = none)
-    hi: Optional[float] = None  # number: clamp above (null = none)
-    field: Optional[str] = None  # json_field
-    sep: Optional[str] = None  # list: null = JSON list or numbered / bulleted lines
-    pattern: Optional[str] = None  # regex
-    group: Optional[int] = None  # regex: null = the pattern's first group if it has one, else the whole match
-    ignore_case: bool = True  # regex
-
-
-@dataclass
-class YamlTaskConf:
-    """The optional top-level keys of a YAML-only task and their defaults."""
-
-    data: YamlDataConf = field(default_factory=YamlDataConf)
-    prompt: YamlPromptConf = field(default_factory=YamlPromptConf)
-    parser: YamlParserConf = field(default_factory=YamlParserConf)
-    constrained: bool = False  # true: the backend chooses among parser.choices / matches parser.pattern
-    max_tokens: Optional[int] = 16  # the answer budget of method=zero_shot (null = this default)
-    headline_metric: Optional[str] = None  # null = the first metric
-    breakdown_by: Optional[List[str]] = None  # null = no breakdown
-
-
-def with_defaults(given: Any, schema: type) -> dict[str, Any]:
-    """A mapping with every key it leaves out (or sets to null, for a nested block) taken from a dataclass schema's
-    defaults, nested blocks merged key by key: the one place those defaults are written. Values are not
-    type-checked here (the task's settings rules check them, naming the key)."""
-    plain = OmegaConf.to_container(given, resolve=True) if isinstance(given, DictConfig) else dict(given or {})
-    out = dict(plain)
-    for f in fields(schema):
-        if is_dataclass(f.default_factory) and isinstance(plain.get(f.name), (dict, DictConfig, type(None))):
-            out[f.name] = with_defaults(plain.get(f.name), f.default_factory)  # type: ignore[arg-type]
-        elif f.name not in plain:
-            out[f.name] = f.default_factory() if f.default_factory is not NO_DEFAULT else f.default
-    return out
-
-
-# ---- task and method keys: each class declares the valid values of the keys it reads (`settings_rules`) -----------
-@dataclass(frozen=True)
-class Rule:
-    """The valid values of one task or method key: a kind with an optional range, or a set of choices.
-
-    kind: "int" (a whole number), "number", "bool", "text", "choice" (one of `choices`), "list" (each element checked
-    by `item`; `lo`/`hi` bound its length). lo/hi are inclusive bounds, `above` an exclusive lower bound;
-    `null` allows None (documented as "null = ..." beside the key in its YAML); `per_key` also allows a mapping from
-    those keys to valid values."""
-
-    kind: str
-    lo: Optional[float] = None
-    hi: Optional[float] = None
-    above: Optional[float] = None
-    choices: tuple = ()
-    null: bool = False
-    item: Optional["Rule"] = None
-    per_key: tuple = ()  # the value may also be a mapping from these keys to such values (e.g. {movie: x, book: y})
-
-
-def whole(lo: Optional[int] = None, hi: Optional[int] = None, null: bool = False) -> Rule:
-    """A whole number in [lo, hi]."""
-    return Rule("int", lo=lo, hi=hi, null=null)
-
-
-def number(lo: Optional[float] = None, hi: Optional[float] = None, above: Optional[float] = None,
-           null: bool = False, per_key: tuple = ()) -> Rule:
-    """A number in [lo, hi] (or above `above`)."""
-    return Rule("number", lo=lo, hi=hi, above=above, null=null, per_key=per_key)
-
-
-def flag() -> Rule:
-    """true or false."""
-    return Rule("bool")
-
-
-def text(null: bool = False) -> Rule:
-    """A string (a name, a path, a template)."""
-    return Rule("text", null=null)
-
-
-def one_of(*choices: Any, null: bool = False) -> Rule:
-    """One of the given values."""
-    return Rule("choice", choices=tuple(choices), null=null)
-
-
-def list_of(item: Rule, min_len: int = 1, null: bool = False) -> Rule:
-    """A list (at least min_len long) whose every element satisfies `item`."""
-    return Rule("list", item=item, lo=min_len, null=null)
-
-
-def _show(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_show(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k}: {_show(x)}" for k, x in v.items()) + "}"
-    return str(v)
-
-
-def _range(r: Rule) -> str:
-    lo = f"({r.above:g}" if r.above is not None else f"[{r.lo:g}" if r.lo is not None else None
-    if lo is not None and r.hi is not None:
-        return f" in {lo}, {r.hi:g}]"
-    if r.above is not None:
-        return f" > {r.above:g}"
-    if r.lo is not None:
-        return f" >= {r.lo:g}"
-    return f" <= {r.hi:g}" if r.hi is not None else ""
-
-
-def describe(r: Rule) -> str:
-    """What a rule accepts, in words ('a whole number >= 1, or null')."""
-    if r.kind == "int":
-        s = "a whole number" + _range(r)
-    elif r.kind == "number":
-        s = "a number" + _range(r)
-    elif r.kind == "bool":
-        s = "true or false"
-    elif r.kind == "text":
-        s = "a string"
-    elif r.kind == "choice":
-        s = "one of " + ", ".join(_show(c) for c in r.choices)
-    else:
-        assert r.item is not None
-        s = f"a list of at least {r.lo:g} element(s), each {describe(r.item)}"
-    if r.per_key:
-        s += f", or a mapping {{{', '.join(f'{k}: ...' for k in r.per_key)}}} of such"
-    return s + (", or null" if r.null else "")
-
-
-def _ok(v: Any, r: Rule) -> bool:
-    import math
-
-    if v is None:
-        return r.null
-    if r.per_key and isinstance(v, dict):
-        return set(v) <= set(r.per_key) and all(_ok(x, replace(r, per_key=(), null=False)) for x in v.values())
-    if r.kind == "bool":
-        return isinstance(v, bool)
-    if r.kind == "text":
-        return isinstance(v, str)
-    if r.kind == "choice":
-        return isinstance(v, (str, int, float)) and not isinstance(v, bool) and v in r.choices
-    if r.kind == "list":
-        return (isinstance(v, (list, tuple)) and (r.lo is None or len(v) >= r.lo)
-                and all(_ok(x, r.item) for x in v))  # type: ignore[arg-type]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (r.kind == "int" and not isinstance(v, int)):
-        return False
-    return (math.isfinite(v) and (r.lo is None or v >= r.lo) and (r.hi is None or v <= r.hi)
-            and (r.above is None or v > r.above))
-
-
-def check_settings(node: Any, rules: dict[str, Rule], prefix: str) -> None:
-    """Refuse the first key of a task/method config whose value breaks its rule (dotted rule names reach nested keys):
-    one ConfigError naming the key, the value and what is valid. Keys the config does not set are not checked."""
-    from recbench.api.errors import suggest
-
-    plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-    for key, rule in rules.items():
-        v: Any = plain
-        for part in key.split("."):
-            if not isinstance(v, dict) or part not in v:
-                break
-            v = v[part]
-        else:
-            if _ok(v, rule):
-                continue
-            hint = ""
-            if rule.kind == "choice" and isinstance(v, str):
-                hint = suggest(v, [str(c) for c in rule.choices])
-            elif rule.kind == "list" and isinstance(v, (list, tuple)) and rule.item is not None:
-                bad = next((x for x in v if not _ok(x, rule.item)), None)
-                if bad is not None:
-                    hint = f" '{_show(bad)}' is not.{suggest(str(bad), [str(c) for c in rule.item.choices])}"
-            raise ConfigError(f"{prefix}.{key}={_show(v)}: must be {describe(rule)}.{hint}")

@@ -27,7 +27,6 @@ from typing_extensions import get_protocol_members, is_protocol
 from recbench.api.errors import lookup
 from recbench.api.metrics import MetricSpec, declare
 from recbench.api.types import Example, MethodGen, Outcome, Request, Response, SamplingParams
-from recbench.store.schema import SampleRecord
 
 
 def with_conf_defaults(cfg: Any, group: str, owner: Optional[type] = None) -> Any:
@@ -112,6 +111,11 @@ class Method(abc.ABC, Generic[TaskT]):
     #: keys a hand-built config leaves out come from conf/method/<benchmark>/<name>.yaml (classes whose code has no
     #: defaults)
     conf_defaults: ClassVar[bool] = False
+    #: the valid values of the method's own keys, checked before the run starts (api/config.py check_settings)
+    settings_rules: ClassVar[dict[str, Any]] = {}
+    #: `run(example, order=k)` shows its items in display order k (0 = its usual order) and returns Outcome.display
+    #: (the order audit, recbench.audits.order); a property where it depends on the task
+    order_auditable: ClassVar[bool] = False
 
     task: TaskT
 
@@ -273,7 +277,7 @@ class Task(abc.ABC):
         """The metrics this task declares, by output name (metric_specs; a YAML task: the metrics its config names)."""
         return {s.name: s for s in self.metric_specs}
 
-    def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
+    def run_facts(self, records: Iterable[Any]) -> dict[str, Any]:
         """What metrics.json `extra` records about the run besides metrics (strata thresholds, chance levels, what
         the reference is): mappings, lists or text, never a bare number (a number over the run is a corpus metric,
         declared in metric_specs). Optional."""

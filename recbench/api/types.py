@@ -121,12 +121,34 @@ class Example:
 
 
 @dataclass
+class Display:
+    """What an order-auditable method showed and concluded (recbench.audits.order): the item ids in display-slot
+    order, and best-first (None when the answer failed)."""
+
+    shown: list[str]
+    ranked: Optional[list[str]] = None
+
+
+@dataclass
 class Outcome:
-    """What a method concludes for one example: its prediction and how well the answer parsed."""
+    """What a method concludes for one example: its prediction, how well the answer parsed, the method's own payload
+    (`details`, kept in samples.jsonl), and the payloads the audits read, declared and typed: `display` (a method
+    that declares `order_auditable`, run with order=k) and `order_pairs` (comparisons asked in both orders)."""
 
     prediction: Any
     parse_status: ParseStatus = "ok"
     details: dict[str, Any] = field(default_factory=dict)
+    display: Optional[Display] = None
+    order_pairs: Optional[list[list[bool]]] = None  # per comparison: [the first shown won in order AB, in order BA]
+
+    def record_details(self) -> dict[str, Any]:
+        """`details` as samples.jsonl keeps them: the method's payload, then `shown`/`ranked`, then `order_pairs`."""
+        out = dict(self.details)
+        if self.display is not None:
+            out.update(shown=self.display.shown, ranked=self.display.ranked)
+        if self.order_pairs is not None:
+            out["order_pairs"] = self.order_pairs
+        return out
 
 
 # A method turns one example into a generator: it yields lists of Requests (one round for this

@@ -26,11 +26,12 @@ from typing import Any, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from recbench.api.audits import Audit, AuditRun, Extra, register
 from recbench.api.errors import ConfigError
+from recbench.audits.noise_blocks import KEY, NOISE_TABLE, NoiseBlock, floor_of, summary_line  # noqa: F401
 from recbench.api.types import Request, Response
 from recbench.backends.base import Backend
 
-KEY = "noise_floor"
 #: the backend settings the re-decode may change (audit.noise.<key> -> model.backend.<key>)
 SETTINGS = ("batch_size", "dtype")
 
@@ -98,10 +99,8 @@ class Namespaced(Backend):
 class _NamespacedFactory:
     """A lazily built re-decode backend (from the model config with the audit's settings) under the namespace."""
 
-    def __init__(self, model_cfg: DictConfig, tag: str):
-        from recbench.run.construct import LazyBackend
-
-        self.lazy, self.tag = LazyBackend(model_cfg), tag
+    def __init__(self, lazy: Any, tag: str):
+        self.lazy, self.tag = lazy, tag
 
     @property
     def built(self) -> bool:
@@ -130,35 +129,44 @@ def innermost(method: Any) -> Any:
     return method
 
 
-def re_decode(cfg: DictConfig, task: Any, method: Any, examples: list, run_dir: str | Path, cache: Any,
-              backend: Optional[Backend]) -> tuple[list, Any, str, Optional[dict[str, Any]]]:
-    """Decode the examples again with the audit's backend settings under the namespace, into
+def re_decode(run: AuditRun) -> tuple[list, Any, str, Optional[dict[str, Any]]]:
+    """Decode the run's examples again with the audit's backend settings under the namespace, into
     <run_dir>/noise/<tag>/ (resumable); returns (records of these examples, the loop's stats, tag, the settings the
     re-decoding backend reports in force, or None when every answer came from the cache)."""
-    from recbench.run.loop import EvalLoop
-    from recbench.store.runstore import RunStore
-
-    settings = noise_settings(cfg.get("audit"))
+    settings = noise_settings(run.cfg.get("audit"))
     tag = noise_tag(settings)
-    plain = innermost(method)
-    if backend is not None:  # a backend object (tests, benchmarks): a copy at the other batch size
-        other = copy.copy(backend)
+    if run.backend is not None:  # a backend object (tests, benchmarks): a copy at the other batch size
+        other = copy.copy(run.backend)
         other.batch_size = int(settings["batch_size"])
         given, factory = Namespaced(other, tag), None
     else:
-        given, factory = None, _NamespacedFactory(_model_cfg_with(cfg.model, settings), tag)
-    store = RunStore(Path(run_dir) / "noise" / tag)
-    try:
-        # prompts are stored (by hash) so each re-decoded answer is paired with the run's answer to the same prompt
-        loop = EvalLoop(task, plain, given, cache, store, chunk_size=cfg.run.chunk_size, store_prompts=True,
-                        progress=cfg.run.progress, backend_factory=factory)  # type: ignore[arg-type]
-        loop.run(examples)
-        wanted = {e.id for e in examples}
-        records = [r for r in store.records() if r.id in wanted]
-    finally:
-        store.close()
+        given, factory = None, _NamespacedFactory(run.lazy_backend(_model_cfg_with(run.cfg.model, settings)), tag)
+    # prompts are stored (by hash) so each re-decoded answer is paired with the run's answer to the same prompt
+    records, stats = run.decode(innermost(run.method), given, factory, Path(run.run_dir) / "noise" / tag)
     used = given if given is not None else (factory() if factory is not None and factory.built else None)
-    return records, loop.stats, tag, (used.effective_params() if used is not None else None)
+    return records, stats, tag, (used.effective_params() if used is not None else None)
+
+
+def noise_floor(run: AuditRun) -> Optional[Extra]:
+    """audit.noise: the examples decoded again with the other batch size / dtype, metrics.json's extra.noise_floor
+    block and the re-decode's loop counters; None when the audit is off or the method asks no model."""
+    import time
+
+    settings = noise_settings(run.cfg.get("audit"))
+    if not settings or not run.method.needs_backend:
+        return None
+    t0 = time.time()
+    redecoded, stats, tag, in_force = re_decode(run)
+    node = run.cfg.model.get("backend") or {}
+    reference = {k: (getattr(run.backend, k, None) if run.backend is not None else node.get(k)) for k in settings}
+    block = noise_aggregates(run.records, redecoded, headline_metric=run.task.headline_metric,
+                             breakdown_by=run.task.breakdown_by, settings=settings, reference=reference,
+                             level=run.cfg.run.ci_level, seed=run.cfg.seed)
+    block[KEY]["this_invocation"] = {"backend_calls": stats.backend_calls, "cache_hits": stats.cache_hits,
+                                     "backend_errors": stats.backend_errors, "wall_time_s": time.time() - t0}
+    block[KEY]["records"] = f"noise/{tag}/samples.jsonl"
+    block[KEY]["backend_params"] = in_force  # what the re-decoding backend reports (None: all cached)
+    return Extra(blocks=block, stats=stats)
 
 
 # ---- aggregates ---------------------------------------------------------------------------------------------
@@ -254,29 +262,38 @@ def noise_aggregates(run_records: list, redecoded: list, *, headline_metric: str
     }}
 
 
-def floor_of(extra: dict[str, Any], metric: str, slice_: str = "all") -> Optional[float]:
-    """A run's noise floor of one metric on one slice from metrics.json's extra (None when not audited or unknown)."""
-    block = (extra or {}).get(KEY)
-    if not isinstance(block, dict):
-        return None
-    table = block.get("metrics") if slice_ == "all" else (block.get("by_slice") or {}).get(slice_)
-    v = ((table or {}).get(metric) or {}).get("floor")
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+class NoiseFloor(Audit):
+    """audit.noise.* as an audit: its refusals, the re-decode after the loop, its plan note and terminal line."""
+
+    key = KEY
+    rank = 30
+    blocks = {KEY: NoiseBlock}
+    tables = (NOISE_TABLE,)
+
+    def enabled(self, cfg: Any) -> bool:
+        """audit.noise.batch_size or audit.noise.dtype is set."""
+        return bool(noise_settings(cfg.get("audit")))
+
+    def check(self, cfg: Any, method: Any, backend: Any) -> None:
+        """Refused here when it cannot run."""
+        check_noise(cfg, method, backend)
+
+    def extra_requests(self, run: AuditRun) -> Optional[Extra]:
+        """The re-decode and its block."""
+        return noise_floor(run)
+
+    def plan_note(self, cfg: Any, unique_requests: int) -> Optional[str]:
+        """The plain method's distinct requests are decoded once more under the noise namespace."""
+        audit = cfg.get("audit") or {}
+        n_t = int(audit.get("templates", 0) or 0) or 1
+        n_o = int(audit.get("orders", 0) or 0) or 1
+        return (f"audit.noise ({noise_tag(noise_settings(audit))}): the plain method's distinct requests (about "
+                f"{unique_requests // (n_t * n_o)}: template 0, order 0) are decoded again with these settings, "
+                "under their own cache namespace: that many more backend calls on the first run")
+
+    def terminal_line(self, extra: dict[str, Any]) -> Optional[str]:
+        """Answers changed, headline shift, floor."""
+        return summary_line(extra)
 
 
-def summary_line(extra: dict[str, Any]) -> Optional[str]:
-    """The noise-floor audit in one terminal line, from metrics.json's block (None when the run has none)."""
-    b = extra.get(KEY)
-    if not isinstance(b, dict):
-        return None
-    head = (b.get("metrics") or {}).get(b["metric"]) or {}
-    ref = ",".join(f"{k}={v}" for k, v in (b.get("reference") or {}).items()) or "the run's settings"
-
-    def share(s: dict[str, Any]) -> str:
-        return "—" if not s.get("n") else f"{s['share']:.0%} [{s['ci_low']:.0%}, {s['ci_high']:.0%}]"
-
-    shift = ("—" if not head.get("n") else f"{head['diff']:+.3f} [{head['ci_low']:+.3f}, {head['ci_high']:+.3f}], "
-             f"sign-flip p = {head['p_value']:.3g}")
-    return (f"noise floor (re-decoded with {b['tag']}, the run had {ref}; {b['examples']} examples): answer text "
-            f"changed {share(b['answers_changed'])}, prediction {share(b['predictions_changed'])}; {b['metric']} "
-            f"shift {shift}; floor {b['floor']:.3f}")
+register(NoiseFloor())

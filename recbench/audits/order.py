@@ -1,9 +1,9 @@
 """Order audit (`audit.orders=K`): re-ask each example with K seeded display orders, and summarise how the answers move.
 
-A method that shows items in an order declares `order_auditable = True` and accepts `run(example, order=k)`:
-order 0 is its usual display order, order k > 0 a seeded permutation; with an `order` argument it writes
-`Outcome.details["shown"]` (ids in display-slot order) and `details["ranked"]` (ids best-first, None when the
-answer failed). `OrderAudit` drives the K sub-generators of one example side by side (each step yields the union
+A method that shows items in an order declares `order_auditable = True` (api/task.py `Method`) and accepts
+`run(example, order=k)`: order 0 is its usual display order, order k > 0 a seeded permutation; with an `order`
+argument it returns `Outcome.display` (api/types.py `Display`: ids in display-slot order, and best-first, None when
+the answer failed). `OrderAudit` drives the K sub-generators of one example side by side (each step yields the union
 of their pending requests, so the extra requests go through the same cache, deduplication and batching), and
 returns the order-0 outcome with `details["audit"]` holding every order's display, ranking, parse status and
 metrics. `audit_aggregates` turns those records into the numbers metrics.json carries.
@@ -16,7 +16,9 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from recbench.api.audits import Audit, register
 from recbench.api.errors import ConfigError
+from recbench.audits.order_blocks import ORDER_TABLE, PAIR_TABLE, OrderBlock, PairOrderBlock
 from recbench.store.schema import SampleRecord
 from recbench.stats.order_agreement import first_slot_test, kendalls_w, pair_consistency
 from recbench.api.task import Method, Task, side_by_side
@@ -70,13 +72,13 @@ class OrderAudit(Method):
         per_order = []
         for k, o in enumerate(outcomes):
             assert o is not None
-            per_order.append({"order": k, "shown": o.details.get("shown"), "ranked": o.details.get("ranked"),
+            shown, ranked = (o.display.shown, o.display.ranked) if o.display is not None else (None, None)
+            per_order.append({"order": k, "shown": shown, "ranked": ranked,
                               "parse_status": o.parse_status, "metrics": self.task.score(example, o)})
         first = outcomes[0]
         assert first is not None
-        details = {key: v for key, v in first.details.items() if key not in ("shown", "ranked")}
-        details["audit"] = {"orders": per_order}
-        return Outcome(first.prediction, first.parse_status, details)
+        details = {**first.details, "audit": {"orders": per_order}}
+        return Outcome(first.prediction, first.parse_status, details, order_pairs=first.order_pairs)
 
 
 # ---- aggregates ---------------------------------------------------------------------------------------------
@@ -176,3 +178,27 @@ def pair_order_block(pairs: list[Any]) -> dict[str, Any]:
             "first_slot_wins_inconsistent": c.first_slot_wins_inconsistent,
             "second_slot_wins_inconsistent": (1 - c.first_slot_wins_inconsistent
                                               if not math.isnan(c.first_slot_wins_inconsistent) else math.nan)}
+
+
+class DisplayOrders(Audit):
+    """audit.orders=K as an audit: the OrderAudit wrapper, and the order blocks of any records that carry them."""
+
+    key = "order_audit"
+    rank = 10
+    blocks = {"order_audit": OrderBlock, "pair_order_consistency": PairOrderBlock}
+    tables = (ORDER_TABLE, PAIR_TABLE)
+
+    def enabled(self, cfg: Any) -> bool:
+        """audit.orders is set."""
+        return bool(int((cfg.get("audit") or {}).get("orders", 0) or 0))
+
+    def wrap(self, task: Any, method: Any, cfg: Any) -> Any:
+        """K display orders per example."""
+        return maybe_audit(task, method, cfg.get("audit"))
+
+    def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, Any]:
+        """extra.order_audit and extra.pair_order_consistency."""
+        return audit_aggregates(records, task.headline_metric)
+
+
+register(DisplayOrders())

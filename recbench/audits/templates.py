@@ -8,28 +8,34 @@ sub-generators of one example side by side (the union of their pending requests 
 through the same cache, deduplication and batching) and returns the template-0 outcome, so the headline is exactly the
 plain run's; `details["template_audit"]["templates"]` holds every template's prediction, parse status and metrics
 (and, with `audit.orders` on as well, the metrics of each display order). `template_aggregates` turns those records into
-metrics.json's `extra.template_audit`; `template_verdicts` re-runs the paired comparison of two audited runs under each
+metrics.json's `extra.template_audit` (typed, with its report table and terminal line: audits/template_blocks.py);
+`template_verdicts` (audits/template_verdicts.py) re-runs the paired comparison of two audited runs under each
 template (`recbench.stats.verdicts.compare_pair` per template, each template its own family).
-
-Long because the wrapper, the aggregation and the per-template verdicts (with their terminal table) are one contract:
-the record layout `details["template_audit"]` that the wrapper writes is what the other two read.
 """
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from recbench.api.audits import Audit, register
 from recbench.api.errors import ConfigError
 from recbench.api.prompts import template_path
 from recbench.api.task import Method, Task, side_by_side
 from recbench.api.types import Example, MethodGen, Outcome
 
-#: the record key of the audit
-KEY = "template_audit"
+from recbench.audits.template_blocks import KEY, TEMPLATE_TABLE, TemplateBlock, summary_line
+from recbench.audits.template_verdicts import (  # noqa: F401 - the verdicts are part of this audit's interface
+    VERDICT_TABLE,
+    audited_templates,
+    print_template_verdicts,
+    template_verdicts,
+    template_verdicts_of_paths,
+    verdict_kept,
+)
 
 
 def variant_name(name: str, k: int) -> str:
@@ -120,7 +126,8 @@ class TemplateAudit(Method):
         first = outcomes[0]
         details = dict(first.details) if isinstance(first.details, dict) else {}
         details[KEY] = {"templates": per}
-        return Outcome(first.prediction, first.parse_status, details)
+        return Outcome(first.prediction, first.parse_status, details, display=first.display,
+                       order_pairs=first.order_pairs)
 
 
 # ---- aggregates ---------------------------------------------------------------------------------------------
@@ -196,149 +203,30 @@ def template_aggregates(records: Iterable[Any], headline_metric: str, *, n_boot:
     return {KEY: block}
 
 
-# ---- verdicts of a pair of audited runs under each template ----------------------------------------------
-def _template_system(s: Any, j: int) -> Any:
-    """A recbench.stats.verdicts.System whose per-example values are template j's metrics (its order-0 display)."""
-    import dataclasses
+class PromptTemplates(Audit):
+    """audit.templates=K as an audit: the TemplateAudit wrapper, its block and its terminal line."""
 
-    per_run = [{r.id: r for r in run.samples()} for run in s.runs]
-    names = list(s.values)
-    values = {}
-    for m in names:
-        rows = []
-        for p in per_run:
-            row = []
-            for i in s.ids:
-                t = p[i].details.get(KEY, {}).get("templates", []) if isinstance(p[i].details, dict) else []
-                v = t[j]["metrics"].get(m) if j < len(t) else None
-                row.append(math.nan if v is None else float(v))
-            rows.append(row)
-        values[m] = np.array(rows, dtype=float)
-    return dataclasses.replace(s, values=values)
+    key = KEY
+    rank = 20
+    blocks = {KEY: TemplateBlock}
+    tables = (TEMPLATE_TABLE, VERDICT_TABLE)
 
+    def enabled(self, cfg: Any) -> bool:
+        """audit.templates is set."""
+        return bool(audit_k(cfg.get("audit")))
 
-def audited_templates(s: Any) -> int:
-    """K of a system whose every run was template-audited (metrics.json extra.template_audit), else 0."""
-    ks = [int((r.result.extra.get(KEY) or {}).get("templates") or 0) if r.result is not None else 0 for r in s.runs]
-    return min(ks) if ks else 0
+    def wrap(self, task: Any, method: Any, cfg: Any) -> Any:
+        """K paraphrased prompts per example."""
+        return maybe_template_audit(task, method, cfg.get("audit"))
 
+    def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, Any]:
+        """extra.template_audit."""
+        return template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,
+                                   level=cfg.run.ci_level, seed=cfg.seed)
 
-def template_verdicts(systems: Sequence[Any], *, metrics: Optional[Sequence[str]] = None, correction: str = "holm",
-                      alpha: float = 0.05, seed: int = 0, n_resamples: Optional[int] = None) -> list[Any]:
-    """For every pair of template-audited systems of one task: the paired comparison under each template j (records
-    with slice 'template=j', one family per (task, metric, template) over the pairs, corrected like compare)."""
-    from recbench.stats.verdicts import compare_pair, correct, refine_monte_carlo
-
-    audited = [(s, audited_templates(s)) for s in systems]
-    audited = [(s, k) for s, k in audited if k >= 2]
-    out = []
-    for (a, ka), (b, kb) in ((x, y) for i, x in enumerate(audited) for y in audited[i + 1:]):
-        if a.task != b.task or not set(a.ids) & set(b.ids):
-            continue
-        for j in range(min(ka, kb)):
-            at, bt = _template_system(a, j), _template_system(b, j)
-            names = [m for m in (metrics or [m for m in a.values if m in b.values]) if m in at.values and m in bt.values]
-            for c in compare_pair(at, bt, metrics=names, slices=False, seed=seed, n_resamples=n_resamples):
-                c.slice = f"template={j}"
-                c.noise_floor = c.below_noise_floor = None  # a noise floor is measured on the runs' own prompt only
-                out.append(c)
-    if out:
-        correct(out, method=correction, alpha=alpha)
-        if n_resamples is None:
-            refine_monte_carlo(out, method=correction, alpha=alpha, seed=seed)
-    return out
+    def terminal_line(self, extra: dict[str, Any]) -> Optional[str]:
+        """Per-template score and the effect test."""
+        return summary_line(extra)
 
 
-def verdict_kept(records: Sequence[Any]) -> list[dict[str, Any]]:
-    """Per (pair, metric): whether the sign of the difference and the verdict (which run is better, or n.s.) are the
-    same under every template as under template 0."""
-    groups: dict[tuple[str, str, str], dict[int, Any]] = {}
-    for c in records:
-        groups.setdefault((c.run_a, c.run_b, c.metric), {})[int(c.slice.split("=", 1)[1])] = c
-    out = []
-    for (a, b, m), by_t in groups.items():
-        ks = sorted(by_t)
-        base = by_t[ks[0]]
-        signs = [int(np.sign(by_t[k].diff)) if math.isfinite(by_t[k].diff) else 0 for k in ks]
-        out.append({"run_a": a, "run_b": b, "metric": m, "templates": len(ks),
-                    "diff": [by_t[k].diff for k in ks], "p_adjusted": [by_t[k].p_adjusted for k in ks],
-                    "verdict": [by_t[k].verdict for k in ks],
-                    "sign_kept": len(set(signs)) == 1,
-                    "verdict_kept": all(by_t[k].verdict == base.verdict for k in ks)})
-    return out
-
-
-def template_verdicts_of_paths(paths: Sequence[Any], *, metrics: Optional[Sequence[str]] = None,
-                               correction: str = "holm", alpha: float = 0.05, seed: int = 0,
-                               pool_seeds_: bool = False, n_resamples: Optional[int] = None) -> list[Any]:
-    """template_verdicts over the runs under the paths ([] when fewer than two were template-audited)."""
-    from recbench.stats.verdicts import load_systems
-
-    systems = load_systems(paths, pool_seeds_=pool_seeds_)
-    if sum(audited_templates(s) >= 2 for s in systems) < 2:
-        return []
-    return template_verdicts(systems, metrics=metrics, correction=correction, alpha=alpha, seed=seed,
-                             n_resamples=n_resamples)
-
-
-def print_template_verdicts(records: Sequence[Any], console: Any = None) -> None:
-    """One table per pair of template-audited runs: per metric, the difference and verdict under each template, and
-    whether the sign and the verdict are kept under every template."""
-    if not records:
-        return
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console(width=min(120, Console().width) if sys.stdout.isatty() else 120)
-    kept = verdict_kept(records)
-    k = max(r["templates"] for r in kept)
-    c0 = records[0]
-    console.print(f"verdicts under each prompt template (audit.templates; template 0 = the runs' own prompt): the paired "
-                  f"comparison of the template's per-example metrics, {c0.correction} within each family = one metric "
-                  "and template, over its pairs of runs; 'kept' = the same sign / verdict under every template",
-                  highlight=False)
-    by_pair: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in kept:
-        by_pair.setdefault((r["run_a"], r["run_b"]), []).append(r)
-    for (a, b), rows in by_pair.items():
-        t = Table(title=f"templates: a = {a}  vs  b = {b}", title_justify="left")
-        t.add_column("metric", no_wrap=True)
-        for j in range(k):
-            t.add_column(f"t{j} diff", justify="right", no_wrap=True)
-            t.add_column(f"t{j} verdict", overflow="fold")
-        t.add_column("sign kept")
-        t.add_column("verdict kept")
-        for r in rows:
-            cells = [r["metric"]]
-            for j in range(k):
-                if j < len(r["diff"]):
-                    v = {f"{a} better": "a better", f"{b} better": "b better"}.get(r["verdict"][j], r["verdict"][j])
-                    d = r["diff"][j]
-                    cells += ["-" if not math.isfinite(d) else f"{d:.3f}", v]
-                else:
-                    cells += ["-", "-"]
-            cells += ["yes" if r["sign_kept"] else "no", "yes" if r["verdict_kept"] else "no"]
-            t.add_row(*cells)
-        console.print(t)
-
-
-def summary_line(extra: dict[str, Any]) -> Optional[str]:
-    """The template audit in one terminal line, from metrics.json's block (None when the run has none)."""
-    from recbench.report.numbers import cell_text
-
-    b = extra.get(KEY)
-    if not isinstance(b, dict):
-        return None
-    per = ", ".join(f"t{p['template']} {cell_text(p)}" for p in b.get("per_template") or [])
-    var = b.get("variance") or {}
-    share = (var.get("shares") or {}).get("template")
-    share_ci = var.get("template_share_ci") or [math.nan, math.nan]
-    eff = b.get("template_effect") or {}
-    test = (f"template effect p = {eff['p_value']:.3g}: {'DETECTED' if eff['detected'] else 'n.s.'} at alpha "
-            f"{eff['alpha']:g}" if eff else "template effect: not tested (fewer than 2 complete examples)")
-    return (f"template audit ({b['templates']} templates, {b['examples']} examples): {b['metric']} {per}; spread "
-            f"{b['spread']:.3f}; answer differs from t0 in {b['answer_changed_any']:.0%}; "
-            + (f"template share of variance {share:.3f} [{share_ci[0]:.3f}, {share_ci[1]:.3f}]; "
-               if share is not None else "") + test)
+register(PromptTemplates())

@@ -27,8 +27,8 @@ from recbench.cli.overrides import (
     method_paths,
 )
 from recbench.cli.summary import print_summary
-from recbench.cli.sweep import failed_job_codes, write_job_failed
-from recbench.store.schema import JOB_FAILED
+from recbench.cli.sweep import check_sweep, failed_job_codes, is_multirun, sweep_message, write_job_failed
+from recbench.store.schema import JOB_FAILED, RunResult
 from recbench.run.construct import CONFIG_MODULE, register_resolvers
 from recbench.run.evaluate import run_from_config
 from recbench.store.redact import redact_text
@@ -69,10 +69,23 @@ def main() -> None:
 
 def _main() -> None:
     """Validate overrides, then hand over to Hydra; exit with an honest code."""
-    import hydra
-    from hydra.core.hydra_config import HydraConfig
-
     register_resolvers()
+    _check_args()
+    codes: list[int] = []
+    root = runs_root()
+    blocked = unusable_root(root)  # Hydra makes the run dir before recbench runs: say it here, in one line
+    if blocked:
+        print(f"recbench: error: {blocked}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_RUN)
+    fresh = not root.exists()
+    _launch(codes)
+    if fresh:  # a runs dir this invocation made and left empty (every job refused) is not left behind
+        remove_if_empty(root)
+    sys.exit(_final_code(codes))
+
+
+def _check_args() -> None:
+    """The overrides checked (method paths, unknown keys and values, every sweep combination): one line, exit 2."""
     import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -91,77 +104,26 @@ def _main() -> None:
     except (yaml.YAMLError, UnicodeDecodeError) as e:  # a config file of the user's own (hydra.searchpath)
         print(f"recbench: config error: {config_file_error(e)}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_RUN)
-    from recbench.cli.sweep import check_sweep, is_multirun, sweep_message
-
     if is_multirun(sys.argv[1:]):  # every combination composed and checked before the first job starts
         bad, total = check_sweep(sys.argv[1:])
         if bad:
             print(f"recbench: config error: {sweep_message(bad, total)}", file=sys.stderr)
             sys.exit(EXIT_CANNOT_RUN)
-    codes: list[int] = []
 
-    @hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")
-    def _app(cfg: DictConfig) -> Optional[float]:
-        from hydra.types import RunMode
 
-        hc = HydraConfig.get()
-        run_dir = hc.runtime.output_dir
-        in_sweep = hc.mode == RunMode.MULTIRUN
-        if in_sweep:
-            Path(run_dir, JOB_FAILED).unlink(missing_ok=True)  # a stale one from an earlier attempt
-        _redact_hydra_files(hc, run_dir, in_sweep)
-        try:
-            if cfg.mode != "run":  # mode=plan: count requests/tokens/cost, call no model
-                from recbench.run.plan import run_mode
+def _launch(codes: list[int]) -> None:
+    """Hydra's main over the config, each job run by `_job`; a launcher's job that died outside recbench is one
+    line (exit 3)."""
+    import hydra
 
-                run_mode(cfg, run_dir)
-                codes.append(EXIT_OK)
-                return None
-            metrics = run_from_config(cfg, run_dir)
-        except _user_errors() as e:
-            kind = "config error" if isinstance(e, ConfigError) else "error"
-            print(f"recbench: {kind}: {redact_text(str(e))}", file=sys.stderr)
-            codes.append(EXIT_CANNOT_RUN)
-            if in_sweep:  # the sweep goes on; the report lists the job and the exit code says it failed
-                write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
-            else:  # a refused run leaves no run dir holding only Hydra's files (e.g. mode=<unknown>)
-                discard_unused(run_dir)
-            return None
-        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line saying what was kept
-            code, line = interrupted(e)
-            print(line, file=sys.stderr)
-            codes.append(code)
-            raise SystemExit(code) from None
-        except Exception as e:  # noqa: BLE001 - a bug or an unforeseen failure in one sweep job spares its siblings
-            if not in_sweep:
-                raise
-            f = write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
-            print(f"recbench: job failed: {type(e).__name__}: {e} (traceback in {f}); the sweep goes on",
-                  file=sys.stderr)
-            codes.append(EXIT_CANNOT_RUN)
-            return None
-        print_summary(metrics, brief=in_sweep)  # a sweep ends with one table of all its runs
-        code = exit_code(metrics)
-        codes.append(code)
-        if code == EXIT_INCOMPLETE:
-            n = metrics["counts"]["examples"]
-            missing = metrics["this_invocation"]["backend_errors"]
-            print(f"recbench: incomplete: {missing} example(s) abandoned after backend errors ({n} finished); "
-                  "the same command retries them", file=sys.stderr)
-        return metrics["metrics"].get(metrics["headline_metric"], {}).get("mean")
-
-    root = runs_root()
-    blocked = unusable_root(root)  # Hydra makes the run dir before recbench runs: say it here, in one line
-    if blocked:
-        print(f"recbench: error: {blocked}", file=sys.stderr)
-        sys.exit(EXIT_CANNOT_RUN)
-    fresh = not root.exists()
+    app = hydra.main(config_path=f"pkg://{CONFIG_MODULE}", config_name="config", version_base="1.3")(
+        lambda cfg: _job(cfg, codes))
     if any(a.startswith("hydra/launcher=") and ("submitit" in a or "slurm" in a) for a in sys.argv[1:]):
         # Hydra prints a launcher's exception as a traceback and exits 1 unless HYDRA_FULL_ERROR hands it on: a
         # submitit job that died outside recbench is then one line below
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
-        _app()
+        app()
     except Exception as e:  # noqa: BLE001 - a launcher's job that died outside recbench (SIGKILL, node lost, time limit)
         if type(e).__name__ != "UncompletedJobError":  # submitit's; anything else is a bug: its traceback
             raise
@@ -169,14 +131,75 @@ def _main() -> None:
         print(f"recbench: a sweep job died outside recbench ({first[:200]}); its finished examples are kept: rerun the "
               f"same command to go on (exit {EXIT_INCOMPLETE})", file=sys.stderr)
         sys.exit(EXIT_INCOMPLETE)
-    if fresh:  # a runs dir this invocation made and left empty (every job refused) is not left behind
-        remove_if_empty(root)
-    from recbench.report.callback import last_sweep_dir
 
-    sweep_codes = failed_job_codes(last_sweep_dir()) if is_multirun(sys.argv[1:]) else []
+
+def _final_code(codes: list[int]) -> int:
+    """The invocation's exit code: the worst job's (a sweep's failed jobs found on disk too), said in one line."""
+    from recbench.cli.report_callback import last_sweep_dir  # hydra's callback module: only after a sweep
+
+    if not is_multirun(sys.argv[1:]):
+        return worst_code(codes)
+    sweep_codes = failed_job_codes(last_sweep_dir())
     code = worst_code(codes + sweep_codes)
-    if is_multirun(sys.argv[1:]) and code != EXIT_OK:
+    if code != EXIT_OK:
         n_failed = max(sum(1 for c in codes if c != EXIT_OK), len(sweep_codes))
         print(f"recbench: sweep finished with {n_failed} failed or incomplete job(s); see job_failed.json in their "
               f"run dirs and the sweep report (exit {code})", file=sys.stderr)
-    sys.exit(code)
+    return code
+
+
+def _job(cfg: DictConfig, codes: list[int]) -> Optional[float]:
+    """One run (or one sweep job): its summary, its code in `codes`, its headline for Hydra's sweepers."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hc = HydraConfig.get()
+    run_dir = hc.runtime.output_dir
+    in_sweep = hc.mode == RunMode.MULTIRUN
+    if in_sweep:
+        Path(run_dir, JOB_FAILED).unlink(missing_ok=True)  # a stale one from an earlier attempt
+    _redact_hydra_files(hc, run_dir, in_sweep)
+    try:
+        if cfg.mode != "run":  # mode=plan: count requests/tokens/cost, call no model
+            from recbench.run.plan import run_mode
+
+            run_mode(cfg, run_dir)
+            codes.append(EXIT_OK)
+            return None
+        result = run_from_config(cfg, run_dir)
+    except _user_errors() as e:
+        kind = "config error" if isinstance(e, ConfigError) else "error"
+        print(f"recbench: {kind}: {redact_text(str(e))}", file=sys.stderr)
+        codes.append(EXIT_CANNOT_RUN)
+        if in_sweep:  # the sweep goes on; the report lists the job and the exit code says it failed
+            write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
+        else:  # a refused run leaves no run dir holding only Hydra's files (e.g. mode=<unknown>)
+            discard_unused(run_dir)
+        return None
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line saying what was kept
+        code, line = interrupted(e)
+        print(line, file=sys.stderr)
+        codes.append(code)
+        raise SystemExit(code) from None
+    except Exception as e:  # noqa: BLE001 - a bug or an unforeseen failure in one sweep job spares its siblings
+        if not in_sweep:
+            raise
+        f = write_job_failed(run_dir, e, EXIT_CANNOT_RUN, list(hc.overrides.task))
+        print(f"recbench: job failed: {type(e).__name__}: {e} (traceback in {f}); the sweep goes on",
+              file=sys.stderr)
+        codes.append(EXIT_CANNOT_RUN)
+        return None
+    return _summarize(result, in_sweep, codes)
+
+
+def _summarize(result: RunResult, in_sweep: bool, codes: list[int]) -> Optional[float]:
+    """The run's summary (one line in a sweep), its exit code, the incomplete line; the headline's mean."""
+    print_summary(result, brief=in_sweep)  # a sweep ends with one table of all its runs
+    code = exit_code(result)
+    codes.append(code)
+    if code == EXIT_INCOMPLETE:
+        missing = result.this_invocation["backend_errors"]
+        print(f"recbench: incomplete: {missing} example(s) abandoned after backend errors "
+              f"({result.counts.examples} finished); the same command retries them", file=sys.stderr)
+    head = result.metrics.get(result.headline_metric)
+    return head.mean if head is not None else None

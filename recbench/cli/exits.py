@@ -8,7 +8,7 @@ from recbench.api.errors import CannotRun, ConfigError, DataError
 from recbench.store.diskspace import DiskFull
 from recbench.store.response_cache import CacheError
 from recbench.store.runstore import RunDirInUse
-from recbench.store.schema import SchemaError
+from recbench.store.schema import RunResult, SchemaError
 
 log = logging.getLogger("recbench")
 
@@ -72,6 +72,6 @@ def worst_code(codes: list[int]) -> int:
     return max(codes, key=lambda c: SEVERITY.get(c, 2), default=EXIT_OK)
 
 
-def exit_code(metrics: dict[str, Any]) -> int:
+def exit_code(result: RunResult) -> int:
     """0 when every example finished, EXIT_INCOMPLETE when some were abandoned after backend errors."""
-    return EXIT_OK if metrics.get("complete") else EXIT_INCOMPLETE
+    return EXIT_OK if result.complete else EXIT_INCOMPLETE

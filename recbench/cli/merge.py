@@ -10,12 +10,12 @@ from typing import Any, Optional
 
 from recbench.cli.exits import (
     EXIT_CANNOT_RUN,
-    EXIT_INCOMPLETE,
-    EXIT_OK,
     _user_errors,
+    exit_code,
     worst_code,
 )
 from recbench.store.redact import redact_text
+from recbench.store.schema import RunResult
 
 try:  # the callback needs hydra; the CLI's import does not
     from hydra.experimental.callback import Callback
@@ -23,14 +23,14 @@ except ImportError:  # pragma: no cover - hydra is a core dependency
     Callback = object  # type: ignore[misc,assignment]
 
 
-def _merged_line(metrics: dict[str, Any], n: int, cache: Optional[dict[str, Any]]) -> str:
-    c = metrics["counts"]
-    line = f"recbench: merged {n} shard(s), {c['examples']} example(s), into {metrics['run_dir']}"
+def _merged_line(result: RunResult, n: int, cache: Optional[dict[str, Any]]) -> str:
+    c = result.counts
+    line = f"recbench: merged {n} shard(s), {c.examples} example(s), into {result.run_dir}"
     if cache is not None:
         added = sum(r["added"] for r in cache["sources"])
         line += f"; {len(cache['sources'])} shard cache(s) merged into {cache['dest']} (+{added} rows)"
-    if not metrics.get("complete"):
-        line += (f"; incomplete: {c['backend_errors']} example(s) abandoned after backend errors (rerun the shards' "
+    if not result.complete:
+        line += (f"; incomplete: {c.backend_errors} example(s) abandoned after backend errors (rerun the shards' "
                  "commands, then merge again)")
     return line
 
@@ -47,11 +47,11 @@ def _merge_one(dirs: list[Path], out: Optional[str], cache: Optional[str], brief
         msg = redact_text(str(e))
         print(f"recbench: cannot merge: {msg}", file=sys.stderr)
         return EXIT_CANNOT_RUN, msg
-    print_summary(merged.metrics, brief=brief)
+    print_summary(merged.result, brief=brief)
     for w in merged.warnings:
         print(f"recbench: warning: {w}", file=sys.stderr)
-    print(_merged_line(merged.metrics, len(dirs), merged.cache), file=sys.stderr)
-    return (EXIT_OK if merged.metrics.get("complete") else EXIT_INCOMPLETE), None
+    print(_merged_line(merged.result, len(dirs), merged.cache), file=sys.stderr)
+    return exit_code(merged.result), None
 
 
 def merge_groups(paths: list[str], out: Optional[str] = None, cache: Optional[str] = None,

@@ -17,6 +17,21 @@ log = logging.getLogger("recbench")
 
 
 # ---- friendly validation of command-line overrides ---------------------------------------------
+def _check_key(cfg: DictConfig, key: str) -> None:
+    """A ConfigError naming the valid keys where a dotted key leaves the composed config."""
+    node: Any = cfg
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        if not isinstance(node, DictConfig) or part not in list(node.keys()):  # keys(): `???` counts too
+            where = ".".join(parts[:depth]) or "the top level"
+            valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
+            raise ConfigError(
+                f"Unknown config key '{key}'.{suggest(part, [str(v) for v in valid])} Valid keys at {where}: "
+                f"{', '.join(map(str, valid))}. (To add a new key on purpose use +{key}=...)"
+            )
+        node = node[part]
+
+
 def check_overrides(argv: list[str]) -> None:
     """Fail early, listing valid choices, on an unknown config group value or key."""
     from hydra import compose, initialize_config_module
@@ -54,19 +69,8 @@ def check_overrides(argv: list[str]) -> None:
         cfg = compose(config_name="config", overrides=search + chosen)
         for o in parsed:
             key = o.key_or_group
-            if key in groups or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
-                continue
-            node: Any = cfg
-            parts = key.split(".")
-            for depth, part in enumerate(parts):
-                if not isinstance(node, DictConfig) or part not in list(node.keys()):  # keys(): `???` counts too
-                    where = ".".join(parts[:depth]) or "the top level"
-                    valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
-                    raise ConfigError(
-                        f"Unknown config key '{key}'.{suggest(part, [str(v) for v in valid])} Valid keys at {where}: "
-                        f"{', '.join(map(str, valid))}. (To add a new key on purpose use +{key}=...)"
-                    )
-                node = node[part]
+            if not (key in groups or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add()):
+                _check_key(cfg, key)
         # values of typed keys (seed=abc, limit=x) fail here, at compose time, with the key named
         plain = [a for a, o in zip(args, parsed) if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")
                  and o.key_or_group not in groups]

@@ -114,6 +114,18 @@ def _average(cells: list[Cell], metric: str) -> Cell:
     return Cell(metric=metric, derived=True, mean=None if missing else sum(vals) / len(vals))  # type: ignore[arg-type]
 
 
+def _row_cells(idx: Index, cols: list, tk: str, model: str, method: Optional[str], var: str) -> list:
+    """One row's cells: each column's value (a column's own method, else the row's), fallback counts overall."""
+    cells = []
+    for c in cols:
+        m = c.method or method
+        cell = cell_from(idx.get(tk, model, m, var, c.slice, c.value, c.metric), c.metric)
+        if (c.slice, c.value) == OVERALL and not cell.missing:
+            cell.fallback = fallback_of(idx, tk, model, m, var, c.metric)  # type: ignore[arg-type]
+        cells.append(cell)
+    return cells
+
+
 def declared_table(idx: Index, view: ReportView, shown: Presentation, spec: TableSpec, scope: pd.DataFrame,
                    task: str = "") -> Optional[Table]:
     """One declared table over `scope` (the benchmark's cells, or one task's); None when it has no row."""
@@ -142,13 +154,7 @@ def declared_table(idx: Index, view: ReportView, shown: Presentation, spec: Tabl
     for k in keys:
         tk, model, var = k[0], k[1], k[-1]
         method = k[2] if method_row else None
-        cells = []
-        for c in cols:
-            m = c.method or method
-            cell = cell_from(idx.get(tk, model, m, var, c.slice, c.value, c.metric), c.metric)
-            if (c.slice, c.value) == OVERALL and not cell.missing:
-                cell.fallback = fallback_of(idx, tk, model, m, var, c.metric)  # type: ignore[arg-type]
-            cells.append(cell)
+        cells = _row_cells(idx, cols, tk, model, method, var)
         if spec.average:
             cells.append(_average(cells, one_metric))
         mlabel = method_label(spec.method_labels.get(method, method), var) if method is not None else ""

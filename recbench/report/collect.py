@@ -24,7 +24,7 @@ OVERALL = ("all", "all")  # (slice key, slice value) of a run's overall metrics
 
 
 @dataclass
-class Run:
+class ReportedRun:
     """One run dir as a report sees it: the typed result, the flattened config, identity within a report, and the
     presentation its benchmark declares."""
 
@@ -74,8 +74,8 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def load_run(run_dir: Path, keys: ConfigKeys) -> Run:
-    """Read one run dir (through recbench.store.schema) into a Run; the subset keys are the configured ones and
+def load_run(run_dir: Path, keys: ConfigKeys) -> ReportedRun:
+    """Read one run dir (through recbench.store.schema) into a ReportedRun; the subset keys are the configured ones and
     those the run's benchmark declares."""
     src = read_run(run_dir)
     res = src.result
@@ -89,13 +89,13 @@ def load_run(run_dir: Path, keys: ConfigKeys) -> Run:
     shown = presentation_of(cls)
     subset = {k: flat[k] for k in dict.fromkeys([*keys.subset_keys, *shown.subset_keys]) if k in flat}
     variant = {k: v for k, v in flat.items() if not keys.ignored(k) and k not in subset}
-    return Run(dir=run_dir, result=res, config=flat, benchmark=shown.benchmark, task=task,
+    return ReportedRun(dir=run_dir, result=res, config=flat, benchmark=shown.benchmark, task=task,
                # the method as selected (method.name); a task may share one Method class between names
                model=model, method=str(flat.get("method.name") or res.method), seed=flat.get("seed", 0),
                variant=variant, subset=subset, source=src, task_class=cls, presentation=shown)
 
 
-def load_runs(paths: Iterable[str | Path], keys: Optional[ConfigKeys] = None) -> list[Run]:
+def load_runs(paths: Iterable[str | Path], keys: Optional[ConfigKeys] = None) -> list[ReportedRun]:
     """Every run under the given dirs; unreadable ones are skipped with a warning."""
     keys = keys or ConfigKeys.load()
     runs = []
@@ -107,9 +107,9 @@ def load_runs(paths: Iterable[str | Path], keys: Optional[ConfigKeys] = None) ->
     return runs
 
 
-def variant_labels(runs: list[Run]) -> dict[int, str]:
+def variant_labels(runs: list[ReportedRun]) -> dict[int, str]:
     """A short label per run: the config values that differ among runs of the same task, model and method."""
-    groups: dict[tuple, list[Run]] = {}
+    groups: dict[tuple, list[ReportedRun]] = {}
     for r in runs:
         groups.setdefault((r.task, r.model, r.method), []).append(r)
     labels: dict[int, str] = {}
@@ -126,13 +126,13 @@ CELL_COLUMNS = ["benchmark", "task", "model", "method", "variant", "seed", "slic
                 "ci_low", "ci_high", "n", "examples", "parse_failed", "pooled", "source", "run_dir"]
 
 
-def _slice_counts(run: Run, key: str, value: str) -> tuple[int, int]:
+def _slice_counts(run: ReportedRun, key: str, value: str) -> tuple[int, int]:
     """(examples, parse failures) of one breakdown slice, from samples.jsonl."""
     recs = [r for r in run.samples() if str(r.meta.get(key)) == value]
     return len(recs), sum(1 for r in recs if r.parse_status == "failed")
 
 
-def run_cells(run: Run, label: str) -> list[dict[str, Any]]:
+def run_cells(run: ReportedRun, label: str) -> list[dict[str, Any]]:
     """Tidy rows of one run: overall metrics (+ scalar extras), and every breakdown slice's metrics."""
     m = run.result
     c = m.counts
@@ -159,7 +159,7 @@ def run_cells(run: Run, label: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _pooled_overall(parts: list[Run], label: str) -> list[dict[str, Any]]:
+def _pooled_overall(parts: list[ReportedRun], label: str) -> list[dict[str, Any]]:
     """Overall metrics of a configuration split over subset runs, recomputed from their pooled samples."""
     recs = [r for p in parts for r in p.samples()]
     cfg = parts[0].config
@@ -179,10 +179,10 @@ def _pooled_overall(parts: list[Run], label: str) -> list[dict[str, Any]]:
     return rows
 
 
-def cells_table(runs: list[Run]) -> pd.DataFrame:
+def cells_table(runs: list[ReportedRun]) -> pd.DataFrame:
     """One row per (run configuration, seed, slice, metric); subset runs of one configuration are combined."""
     labels = variant_labels(runs)
-    parts: dict[tuple, list[Run]] = {}
+    parts: dict[tuple, list[ReportedRun]] = {}
     for r in runs:
         key = (r.task, r.model, r.method, labels[id(r)], json.dumps(r.seed, default=str))
         parts.setdefault(key, []).append(r)

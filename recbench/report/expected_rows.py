@@ -6,14 +6,14 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from recbench.report.collect import Run
+from recbench.report.collect import ReportedRun
 from recbench.report.tables import Cell, Table
 
 LABEL = "random (expected)"
 NOTE = "exact (extra.random_expectation), no CI"
 
 
-def _expectations(runs: list[Run]) -> dict[str, dict[str, float]]:
+def _expectations(runs: list[ReportedRun]) -> dict[str, dict[str, float]]:
     """Resolved run dir -> its extra.random_expectation (numbers only); runs without one are absent."""
     out = {}
     for r in runs:
@@ -53,7 +53,7 @@ def _column_value(cells: list[Cell], exp: dict[str, dict[str, float]]) -> Option
     return (v, list(dict.fromkeys(dirs))) if not math.isnan(v) else None
 
 
-def add_expected_rows(tables: list[Table], runs: list[Run]) -> int:
+def add_expected_rows(tables: list[Table], runs: list[ReportedRun]) -> int:
     """Append a 'random (expected)' row to every benchmark table (not the summary) with at least one column it
     applies to; returns how many rows were added. Cells cite extra.random_expectation.<metric> of their runs."""
     exp = _expectations(runs)

@@ -92,6 +92,35 @@ class TableSpec:
 
 
 @dataclass(frozen=True)
+class AuditColumn:
+    """One column of an audit's report table: its header (group, label), the value of a run's typed block, and how
+    the value shows: 'int' (a count), 'p' (a p-value), 'ci' (a block with mean/share/diff and its CI), 'text', or
+    the number of decimals."""
+
+    group: str
+    label: str
+    value: Callable[[Any], Any]
+    style: str = "3"
+    metric: str = ""  # the cell's metric name ('' = the block's metric)
+
+
+@dataclass(frozen=True)
+class AuditTable:
+    """An audit's report table, declared beside the audit: one row per run whose metrics.json extra holds the block
+    `key` (read as its typed record), its columns from the blocks (a tuple, or a function of the blocks when they
+    depend on them, e.g. one per display order); or `build`, a function of the runs, for a table of its own rows."""
+
+    id: str
+    title: str
+    caption: str | Callable[[list[Any]], str]
+    key: str = ""
+    columns: tuple[AuditColumn, ...] | Callable[[list[Any]], list[AuditColumn]] = ()
+    section: str = "validity-audit"
+    metric_column: bool = True  # the row header ends with the block's metric
+    build: Optional[Callable[[list[Any]], Any]] = None
+
+
+@dataclass(frozen=True)
 class Presentation:
     """A benchmark in reports: `benchmark` is its key (the report section, the `benchmark:` of its published-number
     file), `title` and `order` (lower first) place it; `tables` are drawn by the one builder, `plots` are the

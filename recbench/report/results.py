@@ -58,7 +58,7 @@ class Results:
 
 
 def run_entry(run: Any, variant: str = "") -> RunEntry:
-    """A RunEntry from a report's Run (recbench.report.collect.Run)."""
+    """A RunEntry from a report's ReportedRun (recbench.report.collect.ReportedRun)."""
     res = run.result
     metrics = {name: MetricValue(number(s.mean), number(s.ci_low), number(s.ci_high), int(s.n or 0))
                for name, s in res.metrics.items()}

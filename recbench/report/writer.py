@@ -13,7 +13,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from recbench.report.audit_tables import audit_tables
 from recbench.report.builder import all_tables
-from recbench.report.collect import Run, aggregate_seeds, cells_table, load_runs, variant_labels
+from recbench.report.collect import ReportedRun, aggregate_seeds, cells_table, load_runs, variant_labels
 from recbench.report.config_keys import ConfigKeys
 from recbench.report.directions import Directions
 from recbench.report.expected_rows import add_expected_rows
@@ -40,7 +40,7 @@ class Section:
 class Report:
     """Everything a report shows, before rendering."""
 
-    runs: list[Run]
+    runs: list[ReportedRun]
     cells: pd.DataFrame
     agg: pd.DataFrame
     tables: list[Table]
@@ -52,7 +52,7 @@ class Report:
     audit_tables: list[Table] = field(default_factory=list)  # order audits (audit.orders=K, pairwise both orders)
 
 
-def headline_metrics(runs: list[Run]) -> dict[str, str]:
+def headline_metrics(runs: list[ReportedRun]) -> dict[str, str]:
     """Task -> the headline metric its runs declare."""
     return {r.task: r.result.headline_metric for r in runs}
 

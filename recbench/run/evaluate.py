@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,7 +11,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.api.config import validate
 from recbench.backends.base import Backend
+from recbench.run import audit_calls
 from recbench.run.construct import LazyBackend, build_task, data_source, select_examples, take_shard
+from recbench.run.cost import run_cost
+from recbench.run.loop import EvalLoop, LoopStats, aggregate
 from recbench.store import derived_cache
 from recbench.store.diskspace import DiskFull
 from recbench.store.finished import inputs_fingerprint, mark_finished, reuse_finished
@@ -19,12 +23,13 @@ from recbench.store.response_cache import ResponseCache
 from recbench.store.rundir import discard_unused
 from recbench.store.runstore import RunStore, restore_prompts
 from recbench.store.schema import RunResult
+from recbench.store.shards import ShardInfo, open_shard
 
 log = logging.getLogger("recbench")
 
 
-def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> dict[str, Any]:
-    """Evaluate one (task, model, method) into run_dir, resuming what is there; returns metrics.json's content."""
+def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend] = None) -> RunResult:
+    """Evaluate one (task, model, method) into run_dir, resuming what is there; returns the result metrics.json holds."""
     t0 = time.time()
     try:  # every config and data check before the run dir is written: a refused run leaves no trace in it
         validate(cfg)
@@ -36,150 +41,121 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
             reused = _reuse_finished(cfg, run_dir, inputs, t0)
             if reused is not None:
                 return reused
-        from recbench.run.loop import EvalLoop
-
-        task = build_task(cfg)
-        method = method_of(cfg, task)
-        from recbench.audits.noise import check_noise
-
-        check_noise(cfg, method, backend)  # audit.noise.batch_size=B: refused here when it cannot run
-        if method.needs_backend and backend is None:  # a package or API key the model needs: before data or bars
-            LazyBackend(cfg.model).preflight()
-        selection = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
-                                    source=data_source(task))
-        examples = take_shard(selection, cfg.run.shard, cfg.run.shards)  # run.shard=I: after limit
-        lazy = LazyBackend(cfg.model) if method.needs_backend and backend is None else None
-        from recbench.audits.contamination import split_examples
-
-        # contamination.probe_run=DIR: meta `recalled` from a probe run of this model, after its checks
-        examples = split_examples(cfg, task, examples, run_dir, (backend or lazy) if method.needs_backend else None)
+        parts = _prepare(cfg, run_dir, backend)
     except BaseException:
         discard_unused(run_dir)  # the run dir Hydra made for this job, if it holds only Hydra's own files
         raise
-    uses_model = method.needs_backend
     store = RunStore(run_dir)
     cache = None
     try:
         store.write_text("config.yaml", redact_text(config_text))  # secrets in URLs never reach a file
-        cache_path = cfg.cache.path
-        if cfg.run.shard is not None:  # a shard: shard.json (what recbench.merge checks), its own cache file
-            from recbench.store.shards import ShardInfo, open_shard
-
-            info = ShardInfo.of(cfg.run.shard, cfg.run.shards, selection, examples,
-                                OmegaConf.to_container(cfg.task, resolve=True))
-            cache_path = open_shard(store.dir, info, cfg.cache.path, cfg.cache.enabled and uses_model)
-        cache = ResponseCache(cache_path, enabled=cfg.cache.enabled)
-        restored, lost = restore_prompts(store, cache)  # a deleted prompts.jsonl, rebuilt from the cache
-        if restored or lost:
-            log.warning("prompts.jsonl lacked %d prompt(s) of finished examples: %d restored from the response "
-                        "cache%s", restored + lost, restored, f", {lost} not in the cache (the viewer marks them "
-                        "missing)" if lost else "")
-        loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=cfg.run.chunk_size,
-                        store_prompts=cfg.run.store_prompts, progress=cfg.run.progress, backend_factory=lazy)
-        complete = False
-        wanted = {e.id for e in examples}
-        try:
-            loop.run(examples)
-            complete = loop.stats.backend_errors == 0
-        except BaseException as e:  # interrupted or failed: no metrics.json from a partial state; say what is kept
-            e.recbench_kept = (sum(1 for r in store.records() if r.id in wanted), len(examples), str(store.dir))
-            _write_versions(store, backend, lazy, uses_model, quiet=True)
-            raise
-        records = [r for r in store.records() if r.id in wanted]
-        noise = _noise_floor(cfg, task, method, examples, store.dir, cache, backend, records) if uses_model else None
-        if noise is not None and noise[1].backend_errors:
-            complete = False  # an example the re-decode could not answer: the next run finishes it
-        _write_versions(store, backend, lazy, uses_model)
-        loaded = bool(backend is not None or (lazy is not None and lazy.built))
-        result = result_of(cfg, task, method, records, backend_errors=loop.stats.backend_errors,
-                           complete=complete and len(records) == len(examples), run_dir=store.dir,
-                           this_invocation={**(inv := _with_noise(vars(loop.stats), noise)),
-                                            "total_wall_time_s": time.time() - t0, "model_loaded": loaded},
-                           paid_tokens=(inv["prompt_tokens"], inv["completion_tokens"]))
-        if noise is not None:
-            result.extra.update(noise[0])
+        cache = _open_cache(cfg, store, parts)
+        result = _evaluate(cfg, parts, store, cache, backend, t0)
         store.write_result(result)
         mark_finished(store.dir, inputs if result.complete else None)  # what a finished rerun may reuse
     finally:
         store.close()
         if cache is not None:
             cache.close()
-        if lazy is not None:  # a backend this run built (HTTP clients, event loop); a given one is the caller's
-            lazy.close()
-    return result.to_dict()
+        if parts.lazy is not None:  # a backend this run built (HTTP clients, event loop); a given one is the caller's
+            parts.lazy.close()
+    return result
+
+
+@dataclass
+class _Parts:
+    """What a run is built from before its run dir is written: task, method, the selection and its shard, the lazy
+    backend (None: a backend object was given, or the method asks no model)."""
+
+    task: Any
+    method: Any
+    selection: list
+    examples: list
+    lazy: Optional[LazyBackend]
+
+
+def _prepare(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend]) -> _Parts:
+    """Task, method (audits around it), the examples (selected, sharded, labelled by the audits), every check."""
+    task = build_task(cfg)
+    method = method_of(cfg, task)
+    audit_calls.check(cfg, method, backend)  # an audit that cannot run is refused here
+    if method.needs_backend and backend is None:  # a package or API key the model needs: before data or bars
+        LazyBackend(cfg.model).preflight()
+    selection = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
+                                source=data_source(task))
+    examples = take_shard(selection, cfg.run.shard, cfg.run.shards)  # run.shard=I: after limit
+    lazy = LazyBackend(cfg.model) if method.needs_backend and backend is None else None
+    examples = audit_calls.label(cfg, task, examples, run_dir, (backend or lazy) if method.needs_backend else None)
+    return _Parts(task, method, selection, examples, lazy)
+
+
+def _open_cache(cfg: DictConfig, store: RunStore, parts: _Parts) -> ResponseCache:
+    """The response cache (a shard's own file beside its shard.json), and prompts.jsonl restored from it."""
+    cache_path = cfg.cache.path
+    if cfg.run.shard is not None:  # a shard: shard.json (what recbench.merge checks), its own cache file
+        info = ShardInfo.of(cfg.run.shard, cfg.run.shards, parts.selection, parts.examples,
+                            OmegaConf.to_container(cfg.task, resolve=True))
+        cache_path = open_shard(store.dir, info, cfg.cache.path, cfg.cache.enabled and parts.method.needs_backend)
+    cache = ResponseCache(cache_path, enabled=cfg.cache.enabled)
+    restored, lost = restore_prompts(store, cache)  # a deleted prompts.jsonl, rebuilt from the cache
+    if restored or lost:
+        log.warning("prompts.jsonl lacked %d prompt(s) of finished examples: %d restored from the response "
+                    "cache%s", restored + lost, restored, f", {lost} not in the cache (the viewer marks them "
+                    "missing)" if lost else "")
+    return cache
+
+
+def _evaluate(cfg: DictConfig, parts: _Parts, store: RunStore, cache: ResponseCache, backend: Optional[Backend],
+              t0: float) -> RunResult:
+    """The loop over the examples, the audits' extra requests, versions.json, and the result."""
+    task, method, examples, lazy = parts.task, parts.method, parts.examples, parts.lazy
+    uses_model = method.needs_backend
+    loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=cfg.run.chunk_size,
+                    store_prompts=cfg.run.store_prompts, progress=cfg.run.progress, backend_factory=lazy)
+    wanted = {e.id for e in examples}
+    try:
+        loop.run(examples)
+    except BaseException as e:  # interrupted or failed: no metrics.json from a partial state; say what is kept
+        e.recbench_kept = (sum(1 for r in store.records() if r.id in wanted), len(examples), str(store.dir))
+        _write_versions(store, backend, lazy, uses_model, quiet=True)
+        raise
+    records = [r for r in store.records() if r.id in wanted]
+    extras = audit_calls.extra_requests(cfg, task, method, examples, store.dir, cache, backend, records) \
+        if uses_model else []
+    errors = loop.stats.backend_errors + sum(x.stats.backend_errors for x in extras)  # the next run finishes them
+    _write_versions(store, backend, lazy, uses_model)
+    inv = {**audit_calls.with_extra(vars(loop.stats), extras), "total_wall_time_s": time.time() - t0,
+           "model_loaded": bool(backend is not None or (lazy is not None and lazy.built))}
+    return result_of(cfg, task, method, records, backend_errors=loop.stats.backend_errors,
+                     complete=errors == 0 and len(records) == len(examples), run_dir=store.dir, this_invocation=inv,
+                     paid_tokens=(inv["prompt_tokens"], inv["completion_tokens"]),
+                     extra={k: v for x in extras for k, v in x.blocks.items()})
 
 
 def method_of(cfg: DictConfig, task: Any) -> Any:
     """The run's method: the task's, wrapped by the audits the config asks for (a run and a merge of its shards both
     build it here)."""
-    from recbench.audits.order import maybe_audit  # numpy, the task's data libraries: only when something runs
-    from recbench.audits.templates import maybe_template_audit
-
-    method = task.make_method(cfg.method, cfg.sampling)
-    method = maybe_audit(task, method, cfg.get("audit"))  # audit.orders=K: K display orders per example
-    return maybe_template_audit(task, method, cfg.get("audit"))  # audit.templates=K: K paraphrased prompts
+    return audit_calls.wrap(cfg, task, task.make_method(cfg.method, cfg.sampling))
 
 
 def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend_errors: int, complete: bool,
-              run_dir: str | Path, this_invocation: dict[str, Any], paid_tokens: tuple[int, int] = (0, 0)) -> RunResult:
-    """metrics.json of a run from its records: the aggregation (sorted by id, seeded bootstrap), counts and cost; a
-    run and a merge of its shards (recbench.run.merge) both go through here, so they agree exactly."""
-    from recbench.run.cost import run_cost
-    from recbench.run.loop import aggregate
-
-    from recbench.audits.contamination import contamination_block, enabled, split_breakdown
-    from recbench.audits.templates import template_aggregates
-
+              run_dir: str | Path, this_invocation: dict[str, Any], paid_tokens: tuple[int, int] = (0, 0),
+              extra: Optional[dict[str, Any]] = None) -> RunResult:
+    """metrics.json of a run from its records: the aggregation (sorted by id, seeded bootstrap), the audits' blocks,
+    counts and cost; a run and a merge of its shards (recbench.run.merge) both go through here, so they agree
+    exactly. `extra`: blocks of the audits' extra requests."""
     uses_model = method.needs_backend
-    if enabled(cfg):
-        split_breakdown(task)  # the `recalled` slices (a merge of shards builds its task afresh)
+    audit_calls.prepare_task(cfg, task)  # e.g. the `recalled` slices
     agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
-    agg["extra"].update(template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,
-                                            level=cfg.run.ci_level, seed=cfg.seed))  # audit.templates=K
-    agg["extra"].update(contamination_block(cfg, task, records))  # contamination.probe_run=DIR
-    agg["counts"].backend_errors = backend_errors
-    result = RunResult(task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
-                       complete=complete, run_dir=str(run_dir), **agg, this_invocation=this_invocation)
+    blocks = {**audit_calls.blocks(cfg, task, records), **(extra or {})}
     # cost of all the run's tokens (cached answers included) from the optional price table in the model config
     price = cfg.model.get("price") if uses_model else None
-    c = result.counts
-    result.cost = run_cost(price, c.prompt_tokens, c.completion_tokens)
-    if result.cost is not None:  # what this invocation paid (cache hits cost nothing)
-        result.cost["this_invocation"] = run_cost(price, *paid_tokens)["total"]
-    return result
-
-
-def _noise_floor(cfg: DictConfig, task: Any, method: Any, examples: list, run_dir: Path, cache: ResponseCache,
-                 backend: Optional[Backend], records: list) -> Optional[tuple[dict[str, Any], Any]]:
-    """audit.noise: the examples decoded again with the other batch size / dtype (recbench.audits.noise), and
-    (metrics.json's extra.noise_floor block, the re-decode's loop counters); None when the audit is off."""
-    from recbench.audits.noise import noise_aggregates, noise_settings, re_decode
-
-    settings = noise_settings(cfg.get("audit"))
-    if not settings:
-        return None
-    t0 = time.time()
-    redecoded, stats, tag, in_force = re_decode(cfg, task, method, examples, run_dir, cache, backend)
-    node = cfg.model.get("backend") or {}
-    reference = {k: (getattr(backend, k, None) if backend is not None else node.get(k)) for k in settings}
-    block = noise_aggregates(records, redecoded, headline_metric=task.headline_metric, breakdown_by=task.breakdown_by,
-                             settings=settings, reference=reference, level=cfg.run.ci_level, seed=cfg.seed)
-    block["noise_floor"]["this_invocation"] = {"backend_calls": stats.backend_calls, "cache_hits": stats.cache_hits,
-                                               "backend_errors": stats.backend_errors,
-                                               "wall_time_s": time.time() - t0}
-    block["noise_floor"]["records"] = f"noise/{tag}/samples.jsonl"
-    block["noise_floor"]["backend_params"] = in_force  # what the re-decoding backend reports (None: all cached)
-    return block, stats
-
-
-def _with_noise(stats: dict[str, Any], noise: Optional[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
-    """This invocation's loop counters, the noise-floor re-decode's calls, hits, errors and tokens added (its own
-    counts are in extra.noise_floor.this_invocation)."""
-    if noise is None:
-        return dict(stats)
-    extra = vars(noise[1])
-    keys = ("backend_errors", "backend_calls", "cache_hits", "cache_misses", "prompt_tokens", "completion_tokens")
-    return {k: (v + extra[k] if k in keys else v) for k, v in stats.items()}
+    cost = run_cost(price, agg.counts.prompt_tokens, agg.counts.completion_tokens)
+    if cost is not None:  # what this invocation paid (cache hits cost nothing)
+        cost = {**cost, "this_invocation": run_cost(price, *paid_tokens)["total"]}
+    return RunResult.of(agg, task=task.identity(), model=cfg.model.name if uses_model else "none", method=method.name,
+                        complete=complete, run_dir=str(run_dir), this_invocation=this_invocation,
+                        backend_errors=backend_errors, extra=blocks, cost=cost)
 
 
 def _input_paths(cfg: DictConfig) -> dict[str, Any]:
@@ -207,15 +183,12 @@ def _write_versions(store: RunStore, backend: Optional[Backend], lazy: Optional[
             raise
 
 
-def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str], t0: float) -> Optional[dict[str, Any]]:
+def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str], t0: float) -> Optional[RunResult]:
     """metrics.json of an unchanged complete run with this invocation's counters (0 calls, all skipped), or None."""
-    from recbench.run.loop import LoopStats
-
     price = cfg.model.get("price")
     cost = None
     if price:  # written only where metrics.json has a cost block (a priced model): nothing was paid now
-        from recbench.run.cost import run_cost
-
         cost = (run_cost(price, 0, 0) or {}).get("total")
     inv = {**vars(LoopStats(wall_time_s=time.time() - t0)), "total_wall_time_s": time.time() - t0, "model_loaded": False}
-    return reuse_finished(run_dir, inputs, inv, cost)
+    reused = reuse_finished(run_dir, inputs, inv, cost)
+    return None if reused is None else RunResult.from_dict(reused, where=str(Path(run_dir) / "metrics.json"))

@@ -20,7 +20,7 @@ from recbench.api.metrics import check_scored
 from recbench.backends.base import Backend
 from recbench.store.response_cache import KeyMaker, ResponseCache
 from recbench.store.runstore import RunStore
-from recbench.store.schema import CallRecord, Counts, ErrorRecord, SampleRecord, SliceResult
+from recbench.store.schema import Aggregate, CallRecord, Counts, ErrorRecord, MetricSummary, SampleRecord, SliceResult
 from recbench.api.task import Method, Task
 from recbench.api.types import Example, MethodGen, Outcome, Request, Response
 
@@ -217,7 +217,7 @@ class EvalLoop:
         metrics = self.task.score(act.example, outcome)
         check_scored(self.task, metrics, self._scored)  # a metric declared nowhere stops the run here
         self._finished.append(SampleRecord(id=act.example.id, meta=act.example.meta, prediction=outcome.prediction,
-                                           parse_status=outcome.parse_status, details=outcome.details,
+                                           parse_status=outcome.parse_status, details=outcome.record_details(),
                                            metrics=metrics, calls=act.calls, truth=self.task.truth(act.example)))
         self.stats.examples_finished += 1
         self._active -= 1
@@ -240,20 +240,20 @@ class EvalLoop:
 
 # ---- aggregation ------------------------------------------------------------------------------
 def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, level: float = 0.95,
-              seed: int = 0) -> dict[str, Any]:
+              seed: int = 0) -> Aggregate:
     """Per-metric mean + bootstrap CI overall and per breakdown value, parse counts and token totals, and `extra`:
-    the task's run facts, then the value of every corpus metric it declares (MetricSpec.corpus), then the audits.
+    the task's run facts, then the value of every corpus metric it declares (MetricSpec.corpus); the audits' blocks
+    are added by the run (recbench/run/audit_calls.py).
 
     Records are sorted by example id first, so the result does not depend on the order they finished in."""
-    from recbench.audits.order import audit_aggregates  # numpy and the audit: only when something is aggregated
     from recbench.api.metrics import corpus_values, find_spec, run_info
     from recbench.stats.bootstrap import summarize
 
     records = sorted(records, key=lambda r: r.id)
 
-    def block(recs: list[SampleRecord]) -> dict[str, Any]:
+    def block(recs: list[SampleRecord]) -> dict[str, MetricSummary]:
         names = list(dict.fromkeys(k for r in recs for k in r.metrics))
-        return {m: summarize([r.value(m) for r in recs], n_boot, level, seed) for m in names}
+        return {m: MetricSummary(**summarize([r.value(m) for r in recs], n_boot, level, seed)) for m in names}
 
     status = Counter(r.parse_status for r in records)
     breakdown: dict[str, dict[str, SliceResult]] = {}
@@ -265,25 +265,19 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
     metrics = block(records)
     extra = _facts(task, records)
     extra.update(corpus_values(task, records))
-    extra.update(audit_aggregates(records, task.headline_metric))  # order audits, pairwise order consistency
     declared = task.declared_metrics()
     names = list(metrics) + [k for k, v in extra.items() if _number(v) and k not in metrics
                              and (k in declared or find_spec(k) is not None)]
-    return {
-        "headline_metric": task.headline_metric,
-        "metrics": metrics,
-        "breakdown": breakdown,
-        "counts": Counts(
+    return Aggregate(
+        headline_metric=task.headline_metric, metrics=metrics, breakdown=breakdown,
+        counts=Counts(
             examples=len(records), parsed=len(records) - status.get("failed", 0), parse_ok=status.get("ok", 0),
             parse_repaired=status.get("repaired", 0), parse_failed=status.get("failed", 0),
             parse_failure_rate=status.get("failed", 0) / len(records) if records else math.nan,
             model_calls=len(calls), prompt_tokens=sum(c.prompt_tokens for c in calls),
             completion_tokens=sum(c.completion_tokens for c in calls),
             finish_length=sum(1 for c in calls if c.finish_reason == "length")),
-        "extra": extra,
-        "metric_info": run_info(task, names),
-        "cluster_by": task.cluster_by,
-    }
+        extra=extra, metric_info=run_info(task, names), cluster_by=task.cluster_by)
 
 
 def _number(v: Any) -> bool:

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Optional
 
 from omegaconf import OmegaConf
 
+from recbench.store.schema import RunResult
 from recbench.store.shards import (
     ShardError,
     ShardRun,
@@ -25,9 +26,10 @@ from recbench.store.shards import (
 
 @dataclass
 class Merged:
-    """What a merge wrote: metrics.json's content, the cache merge report (None: no shard cache), the warnings."""
+    """What a merge wrote: the merged run's result (its metrics.json), the cache merge report (None: no shard cache),
+    the warnings."""
 
-    metrics: dict[str, Any]
+    result: RunResult
     cache: Optional[dict[str, Any]] = None
     warnings: list[str] = field(default_factory=list)
 
@@ -123,4 +125,4 @@ def merge_shards(dirs: Iterable[str | Path], out: Optional[str | Path] = None, c
         from recbench.store.cache_tools import merge
 
         report = merge(sources, Path(cache) if cache is not None else shared_cache(shards), progress=False)
-    return Merged(result.to_dict(), report, warnings)
+    return Merged(result, report, warnings)

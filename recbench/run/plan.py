@@ -9,10 +9,14 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig
 
-from recbench.store.response_cache import ResponseCache
-from recbench.run.cost import run_cost
+from recbench.api.config import validate
 from recbench.api.errors import lookup
-from recbench.store.schema import PlanResult
+from recbench.run import audit_calls
+from recbench.run.construct import build_task, config_identity, select_examples, take_shard
+from recbench.run.cost import run_cost
+from recbench.run.evaluate import method_of
+from recbench.store.response_cache import ResponseCache
+from recbench.store.schema import PlanResult, read_run
 from recbench.api.types import Request, Response
 
 log = logging.getLogger(__name__)
@@ -80,20 +84,6 @@ class TokenCounter:
         return max(1, sum(len(m["content"]) for m in msgs) // 4 + 4 * len(msgs))
 
 
-def _noise_note(cfg: DictConfig, p: Plan) -> None:
-    """audit.noise: the plain method's requests are decoded once more under the noise namespace (never from the run's
-    cache entries); say how many."""
-    from recbench.audits.noise import noise_settings, noise_tag
-
-    settings = noise_settings(cfg.get("audit"))
-    if settings:
-        n_t = int((cfg.get("audit") or {}).get("templates", 0) or 0) or 1
-        n_o = int((cfg.get("audit") or {}).get("orders", 0) or 0) or 1
-        p.notes.append(f"audit.noise ({noise_tag(settings)}): the plain method's distinct requests (about "
-                       f"{p.unique_requests // (n_t * n_o)}: template 0, order 0) are decoded again with these settings, "
-                       "under their own cache namespace: that many more backend calls on the first run")
-
-
 class _ConfigModel:
     """A model known by its config only: its identity where the config tells it, else None (nothing is loaded)."""
 
@@ -102,44 +92,12 @@ class _ConfigModel:
 
     def identity(self) -> Optional[dict[str, Any]]:
         """The backend's identity from the config alone (recbench.run.construct.config_identity)."""
-        from recbench.run.construct import config_identity
-
         return config_identity(self.cfg)
 
 
-def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
-    """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
-    from recbench.api.config import validate
-    from recbench.audits.contamination import split_examples
-    from recbench.run.construct import build_task, select_examples, take_shard
-    from recbench.run.evaluate import method_of
-    from recbench.store.schema import read_run
-
-    validate(cfg)
-    task = build_task(cfg)
-    method = method_of(cfg, task)  # the run's method, with the audits it asks for
-    examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
-    examples = take_shard(examples, cfg.run.shard, cfg.run.shards)  # run.shard=I: that shard only
-    # contamination.probe_run=DIR: the run's checks of the probe, the model's identity only as far as the config
-    # tells it (plan mode loads nothing)
-    examples = split_examples(cfg, task, examples, run_dir, _ConfigModel(cfg.model) if method.needs_backend else None)
-    done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
-    todo = [e for e in examples if e.id not in done]
-    uses_model = method.needs_backend
-    p = Plan(task=task.name, model=str(cfg.model.name) if uses_model else "none", method=method.name,
-             examples=len(examples), already_finished=len(examples) - len(todo))
-    if not uses_model:
-        p.notes.append("this method needs no model: no requests, no cost")
-        p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
-        return p
-    backend_cfg = cfg.model.get("backend") or {}
-    model_name = str(backend_cfg.get("name") or cfg.model.name)
-    answers = ResponseCache.answers_by_request(cfg.cache.path, model_name) if cfg.cache.enabled else {}
-    counter = TokenCounter(cfg.model)
-    p.tokenizer = counter.source
-    ctx = cfg.model.get("context_length")
-    p.context_length = int(ctx) if ctx else None
-    method.prepare(examples)
+def _count(method: Any, todo: list, answers: dict[str, Any], counter: TokenCounter, p: Plan) -> int:
+    """Drive each example's method with cached answers (else empty placeholders), counting requests, tokens, cache
+    hits and context overflows into `p`; returns the completion-token budget of the distinct requests."""
     seen: dict[str, int] = {}
     completion_budget = 0
     for ex in todo:
@@ -175,12 +133,43 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
                 reqs = gen.send(resps)
         except StopIteration:
             pass
+    return completion_budget
+
+
+def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
+    """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
+    validate(cfg)
+    task = build_task(cfg)
+    method = method_of(cfg, task)  # the run's method, with the audits it asks for
+    examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
+    examples = take_shard(examples, cfg.run.shard, cfg.run.shards)  # run.shard=I: that shard only
+    # contamination.probe_run=DIR: the run's checks of the probe, the model's identity only as far as the config
+    # tells it (plan mode loads nothing)
+    examples = audit_calls.label(cfg, task, examples, run_dir, _ConfigModel(cfg.model) if method.needs_backend else None)
+    done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
+    todo = [e for e in examples if e.id not in done]
+    uses_model = method.needs_backend
+    p = Plan(task=task.name, model=str(cfg.model.name) if uses_model else "none", method=method.name,
+             examples=len(examples), already_finished=len(examples) - len(todo))
+    if not uses_model:
+        p.notes.append("this method needs no model: no requests, no cost")
+        p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
+        return p
+    backend_cfg = cfg.model.get("backend") or {}
+    model_name = str(backend_cfg.get("name") or cfg.model.name)
+    answers = ResponseCache.answers_by_request(cfg.cache.path, model_name) if cfg.cache.enabled else {}
+    counter = TokenCounter(cfg.model)
+    p.tokenizer = counter.source
+    ctx = cfg.model.get("context_length")
+    p.context_length = int(ctx) if ctx else None
+    method.prepare(examples)
+    completion_budget = _count(method, todo, answers, counter, p)
     # single-round methods: the count is exact whatever the answers; adaptive ones may ask more or fewer
     p.requests_exact = p.requests_exact or method.asks_one_round()
     if not p.requests_exact:
         p.notes.append("adaptive method: later rounds were simulated with empty answers for uncached requests, "
                        "so the request count is an estimate")
-    _noise_note(cfg, p)
+    p.notes += audit_calls.plan_notes(cfg, p.unique_requests)  # e.g. the noise floor's second decode
     p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
     if p.power and p.power["power_at_effect"] < float(cfg.plan.power):
         p.notes.append(f"warning: with n={p.power['n']} the smallest paired difference detectable at "

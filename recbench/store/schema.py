@@ -1,367 +1,43 @@
-"""The typed run schema: what a run dir holds, one writer-side model per file and one reader (`read_run`).
+"""The run dir read through its schema: one reader (`read_run`) over the typed records of every file.
 
 A run dir (see recbench/store/runstore.py for the writer) holds:
-- metrics.json  -> RunResult (schema_version, aggregates with CIs, breakdowns, counts, metric_info, ...)
-- samples.jsonl -> SampleRecord per finished example, each with its CallRecords (prompts by hash)
+- metrics.json  -> RunResult (store/result.py: schema_version, aggregates with CIs, breakdowns, counts, metric_info)
+- samples.jsonl -> SampleRecord per finished example, each with its CallRecords (store/records.py; prompts by hash)
 - prompts.jsonl -> {key, messages} once per distinct prompt
 - errors.jsonl  -> ErrorRecord per example abandoned after a backend error (retried on the next run)
 - config.yaml, versions.json; plan.json -> PlanResult (mode=plan)
-- job_failed.json -> JobFailed (a sweep job that stopped at run time; written and read only through it)
+- job_failed.json -> JobFailed (store/job_failed.py; a sweep job that stopped at run time)
 
-Version history: 1 = the first layout (no metric_info / cluster_by); 2 = adds metric_info and cluster_by.
-Every reader (report, compare, plan, viewers, task reports) goes through `read_run`.
-
-Long because it is the one owner of every run-dir file format (records, results, plans, failed sweep jobs) and of
-their reader: one place to version and refuse what it does not know.
+Every reader (report, compare, plan, viewers, task reports) goes through `read_run`. The record classes are named here
+too, so `from recbench.store.schema import RunResult` reads the schema from one place.
 """
 from __future__ import annotations
 
 import json
 import logging
-import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
 
-from recbench.store.redact import redact_url
+from recbench.store.job_failed import JOB_FAILED, JOB_FAILED_VERSION, JobFailed, read_job_failed
+from recbench.store.records import CallRecord, ErrorRecord, SampleRecord, SchemaError
+from recbench.store.result import (
+    READABLE_VERSIONS,
+    SCHEMA_VERSION,
+    Aggregate,
+    Counts,
+    MetricSummary,
+    PlanResult,
+    RunResult,
+    SliceResult,
+)
+
+__all__ = ["JOB_FAILED", "JOB_FAILED_VERSION", "READABLE_VERSIONS", "SCHEMA_VERSION", "Aggregate", "CallRecord",
+           "Counts", "ErrorRecord", "JobFailed", "MetricSummary", "PlanResult", "Run", "RunResult", "SampleRecord",
+           "SchemaError", "SliceResult", "dedupe_first", "find_run_dirs", "iter_jsonl", "load_jsonl", "read_config",
+           "read_job_failed", "read_prompts", "read_result", "read_run"]
 
 log = logging.getLogger(__name__)
-
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-
-
-class SchemaError(ValueError):
-    """A run dir that cannot be read: names the file and what to do."""
-
-
-def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
-
-
-def _float(v: Any) -> float:
-    return math.nan if v is None else float(v)
-
-
-# ---- per-example records -----------------------------------------------------------------------------
-@dataclass
-class CallRecord:
-    """One model call of an example: answer text, finish reason, tokens, cache use, prompt hash."""
-
-    key: str
-    purpose: str = "answer"
-    response: str = ""
-    finish_reason: str = "stop"
-    cached: bool = False
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: Optional[float] = None
-    prompt: Optional[str] = None  # hash of the messages in prompts.jsonl
-    error: Optional[str] = None
-    messages: Optional[list[dict[str, str]]] = None  # filled by readers that ask for prompts
-    endpoint: Optional[str] = None  # the server that answered (several servers for one model), URL secrets masked
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "CallRecord":
-        """From a samples.jsonl call entry."""
-        return CallRecord(**_known(CallRecord, d))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The samples.jsonl form (optional fields only when set; messages never: they live in prompts.jsonl)."""
-        out: dict[str, Any] = {"key": self.key, "purpose": self.purpose, "response": self.response,
-                               "finish_reason": self.finish_reason, "cached": self.cached,
-                               "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
-        if self.latency_s is not None:
-            out["latency_s"] = round(self.latency_s, 4)
-        if self.prompt is not None:
-            out["prompt"] = self.prompt
-        if self.error is not None:
-            out["error"] = self.error
-        if self.endpoint is not None:
-            out["endpoint"] = redact_url(self.endpoint)
-        return out
-
-
-@dataclass
-class SampleRecord:
-    """One finished example: prediction, parse status, per-example metrics (None = undefined), model calls."""
-
-    id: str
-    meta: dict[str, Any] = field(default_factory=dict)
-    prediction: Any = None
-    parse_status: str = "ok"  # ok | repaired | failed
-    details: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Optional[float]] = field(default_factory=dict)
-    calls: list[CallRecord] = field(default_factory=list)
-    truth: Any = None  # what the answer is scored against (Task.truth); None in run dirs written before it existed
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "SampleRecord":
-        """From one samples.jsonl line."""
-        if "id" not in d:
-            raise SchemaError("a samples.jsonl record has no 'id'")
-        for key, kind in (("meta", dict), ("details", dict), ("metrics", dict), ("calls", list)):
-            if d.get(key) is not None and not isinstance(d[key], kind):
-                raise SchemaError(f"'{key}' is a {type(d[key]).__name__}, not a {kind.__name__}")
-        return SampleRecord(id=str(d["id"]), meta=d.get("meta") or {}, prediction=d.get("prediction"),
-                            parse_status=d.get("parse_status", "ok"), details=d.get("details") or {},
-                            metrics=d.get("metrics") or {},
-                            calls=[CallRecord.from_dict(c) for c in d.get("calls") or []], truth=d.get("truth"))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The samples.jsonl form (`truth` only when the task gives one)."""
-        out = {"id": self.id, "meta": self.meta, "prediction": self.prediction, "parse_status": self.parse_status,
-               "details": self.details, "metrics": self.metrics, "calls": [c.to_dict() for c in self.calls]}
-        if self.truth is not None:
-            out["truth"] = self.truth
-        return out
-
-    def value(self, metric: str) -> float:
-        """A per-example metric as a float (NaN when undefined or absent)."""
-        return _float(self.metrics.get(metric))
-
-
-@dataclass
-class ErrorRecord:
-    """An example abandoned after a backend error (the next run retries it)."""
-
-    id: str
-    error: str
-    calls: list[CallRecord] = field(default_factory=list)
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "ErrorRecord":
-        """From one errors.jsonl line."""
-        return ErrorRecord(id=str(d["id"]), error=str(d.get("error", "")),
-                           calls=[CallRecord.from_dict(c) for c in d.get("calls") or []])
-
-    def to_dict(self) -> dict[str, Any]:
-        """The errors.jsonl form."""
-        return {"id": self.id, "error": self.error, "calls": [c.to_dict() for c in self.calls]}
-
-
-# ---- the run result (metrics.json) --------------------------------------------------------------------
-@dataclass
-class MetricSummary:
-    """A metric over a set of examples: mean, bootstrap CI, defined and undefined counts."""
-
-    mean: float = math.nan
-    ci_low: float = math.nan
-    ci_high: float = math.nan
-    n: int = 0
-    n_undefined: int = 0
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "MetricSummary":
-        """From metrics.json (None = NaN)."""
-        return MetricSummary(mean=_float(d.get("mean")), ci_low=_float(d.get("ci_low")), ci_high=_float(d.get("ci_high")),
-                             n=int(d.get("n") or 0), n_undefined=int(d.get("n_undefined") or 0))
-
-
-@dataclass
-class SliceResult:
-    """The metrics of one breakdown value (e.g. difficulty=easy)."""
-
-    n: int
-    metrics: dict[str, MetricSummary]
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "SliceResult":
-        """From metrics.json."""
-        return SliceResult(n=int(d.get("n") or 0),
-                           metrics={k: MetricSummary.from_dict(v) for k, v in (d.get("metrics") or {}).items()})
-
-
-@dataclass
-class Counts:
-    """Example, parse, call and token counts of a run (all its records, not only this invocation)."""
-
-    examples: int = 0
-    parsed: int = 0
-    parse_ok: int = 0
-    parse_repaired: int = 0
-    parse_failed: int = 0
-    parse_failure_rate: Optional[float] = None
-    model_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    backend_errors: int = 0
-    finish_length: int = 0  # answers cut by the token limit
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "Counts":
-        """From metrics.json."""
-        return Counts(**_known(Counts, d))
-
-
-@dataclass
-class RunResult:
-    """metrics.json: what a run measured, typed."""
-
-    task: dict[str, Any]
-    model: str
-    method: str
-    headline_metric: str
-    metrics: dict[str, MetricSummary]
-    breakdown: dict[str, dict[str, SliceResult]] = field(default_factory=dict)
-    counts: Counts = field(default_factory=Counts)
-    extra: dict[str, Any] = field(default_factory=dict)
-    complete: bool = False
-    run_dir: str = ""
-    this_invocation: dict[str, Any] = field(default_factory=dict)
-    cost: Optional[dict[str, Any]] = None
-    metric_info: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> direction, binary, aggregation
-    cluster_by: Optional[str] = None  # example-meta key of the resampling unit; None = the example
-    schema_version: int = SCHEMA_VERSION
-
-    @property
-    def task_name(self) -> str:
-        """The task's name."""
-        return str(self.task.get("name", ""))
-
-    @staticmethod
-    def from_dict(d: dict[str, Any], where: str = "metrics.json") -> "RunResult":
-        """From metrics.json content; refuses versions this reader does not know, naming the file."""
-        v = d.get("schema_version")
-        if v not in READABLE_VERSIONS:
-            raise SchemaError(f"{where}: schema_version {v!r} is not readable by this recbench (reads "
-                              f"{', '.join(map(str, READABLE_VERSIONS))}); upgrade recbench, or rerun the same command "
-                              "to rebuild metrics.json from samples.jsonl")
-        try:
-            return RunResult(
-                task=dict(d["task"]), model=str(d.get("model", "none")), method=str(d["method"]),
-                headline_metric=str(d.get("headline_metric", "")),
-                metrics={k: MetricSummary.from_dict(s) for k, s in (d.get("metrics") or {}).items()},
-                breakdown={key: {val: SliceResult.from_dict(b) for val, b in vals.items()}
-                           for key, vals in (d.get("breakdown") or {}).items()},
-                counts=Counts.from_dict(d.get("counts") or {}), extra=d.get("extra") or {},
-                complete=bool(d.get("complete", False)), run_dir=str(d.get("run_dir", "")),
-                this_invocation=d.get("this_invocation") or {}, cost=d.get("cost"),
-                metric_info=d.get("metric_info") or {}, cluster_by=d.get("cluster_by"), schema_version=int(v))
-        except (KeyError, TypeError, ValueError) as e:
-            raise SchemaError(f"{where}: malformed ({type(e).__name__}: {e}); rerun the same command to rebuild it") from e
-
-    def to_dict(self) -> dict[str, Any]:
-        """The metrics.json form (schema_version first)."""
-        d = asdict(self)
-        return {"schema_version": SCHEMA_VERSION, **{k: v for k, v in d.items() if k != "schema_version"}}
-
-
-# ---- job_failed.json ------------------------------------------------------------------------------------
-#: the file a sweep job that failed at run time leaves in its run dir (the sweep goes on)
-JOB_FAILED = "job_failed.json"
-#: versions of job_failed.json: 1 = error, exit_code, overrides, traceback_tail (files before versioning: the same)
-JOB_FAILED_VERSION = 1
-
-
-@dataclass
-class JobFailed:
-    """job_failed.json: why a sweep job stopped (the error, one line), the exit code it counts as, its overrides and
-    the end of its traceback."""
-
-    error: str
-    exit_code: int
-    overrides: list[str] = field(default_factory=list)
-    traceback_tail: str = ""
-
-    @staticmethod
-    def of(error: BaseException, exit_code: int, overrides: Iterable[str]) -> "JobFailed":
-        """The record of an exception: 'Type: message' and the last 3000 characters of its traceback."""
-        import traceback
-
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        return JobFailed(error=f"{type(error).__name__}: {error}", exit_code=int(exit_code),
-                         overrides=[str(o) for o in overrides], traceback_tail=tb[-3000:])
-
-    def to_dict(self) -> dict[str, Any]:
-        """The job_failed.json form (schema_version first)."""
-        return {"schema_version": JOB_FAILED_VERSION, **asdict(self)}
-
-    @staticmethod
-    def from_dict(d: Any, where: str = JOB_FAILED) -> "JobFailed":
-        """From job_failed.json content (no schema_version: version 1); SchemaError naming the file otherwise."""
-        if not isinstance(d, dict):
-            raise SchemaError(f"{where}: a JSON {type(d).__name__}, not an object")
-        v = d.get("schema_version", 1)
-        if v != JOB_FAILED_VERSION:
-            raise SchemaError(f"{where}: schema_version {v!r} is not readable by this recbench (reads "
-                              f"{JOB_FAILED_VERSION}); upgrade recbench")
-        try:
-            overrides = d.get("overrides") or []
-            if not isinstance(overrides, list):
-                raise TypeError("'overrides' is not a list")
-            return JobFailed(error=str(d["error"]), exit_code=int(d["exit_code"]), overrides=[str(o) for o in overrides],
-                             traceback_tail=str(d.get("traceback_tail") or ""))
-        except (KeyError, TypeError, ValueError) as e:
-            raise SchemaError(f"{where}: malformed ({type(e).__name__}: {e})") from None
-
-    def write(self, run_dir: str | Path) -> Path:
-        """Write job_failed.json into the run dir (made if needed), secrets in the texts masked; returns its path."""
-        from recbench.store.redact import redact_text
-
-        d = Path(run_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        f = d / JOB_FAILED
-        f.write_text(redact_text(json.dumps(self.to_dict(), indent=2)) + "\n", encoding="utf-8")
-        return f
-
-
-def read_job_failed(run_dir: str | Path) -> Optional[JobFailed]:
-    """The run dir's job_failed.json (None when there is none); SchemaError naming the file when it cannot be read."""
-    p = Path(run_dir) / JOB_FAILED
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SchemaError(f"{p}: unreadable ({type(e).__name__})") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SchemaError(f"{p}: not valid JSON ({e.msg})") from None
-    return JobFailed.from_dict(d, where=str(p))
-
-
-# ---- plan.json -------------------------------------------------------------------------------------------
-@dataclass
-class PlanResult:
-    """plan.json (mode=plan): requests, tokens, cached share, context overflows and cost, without calling a model."""
-
-    task: str
-    model: str
-    method: str
-    examples: int
-    already_finished: int
-    requests: int = 0
-    requests_exact: bool = True
-    unique_requests: int = 0
-    cached: int = 0
-    prompt_tokens: int = 0
-    prompt_tokens_uncached: int = 0
-    max_prompt_tokens: int = 0
-    max_completion_tokens: int = 0
-    over_context: int = 0
-    context_length: Optional[int] = None
-    tokenizer: str = "none"
-    cost: Optional[dict[str, Any]] = None
-    cost_uncached: Optional[dict[str, Any]] = None
-    power: Optional[dict[str, Any]] = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def cached_share(self) -> Optional[float]:
-        """Share of the unique requests already in the response cache."""
-        return self.cached / self.unique_requests if self.unique_requests else None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plan.json form."""
-        return {"schema_version": SCHEMA_VERSION, **asdict(self), "cached_share": self.cached_share}
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> "PlanResult":
-        """From plan.json."""
-        return PlanResult(**_known(PlanResult, d))
 
 
 # ---- reading ----------------------------------------------------------------------------------------------

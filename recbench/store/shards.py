@@ -24,6 +24,7 @@ from recbench.api.errors import CannotRun
 from recbench.store.finished import CODE_SUFFIXES, code_roots, path_values
 from recbench.store.rundir import unsharded_name
 from recbench.store.schema import (
+    JOB_FAILED,
     ErrorRecord,
     RunResult,
     SampleRecord,
@@ -368,7 +369,7 @@ def write_merged(out: Path, shards: list[ShardRun], records: list[SampleRecord],
             write_json_atomic(out / MERGED_FILE, {"shards": len(shards), "dirs": [str(s.dir) for s in shards],
                                                   "created": time.time(), "warnings": list(warnings or [])})
             store.write_result(result)
-            (out / "job_failed.json").unlink(missing_ok=True)  # left by a refused merge at the end of a sweep
+            (out / JOB_FAILED).unlink(missing_ok=True)  # left by a refused merge at the end of a sweep
         finally:
             store.close()
     finally:

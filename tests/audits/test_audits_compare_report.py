@@ -22,7 +22,7 @@ pytestmark = pytest.mark.full  # eight runs of the app, shared by the module's t
 
 def _run(root: Path, name: str, backend, *overrides: str) -> dict:
     cfg = compose_cfg(["method=listwise", "run.progress=false", f"cache.path={root / 'c.sqlite'}", *overrides])
-    return run_from_config(cfg, root / name, backend=backend)
+    return run_from_config(cfg, root / name, backend=backend).to_dict()
 
 
 @pytest.fixture(scope="module")
@@ -131,13 +131,14 @@ def test_report_tables_show_metrics_json(root, tmp_path):
 def test_terminal_summary_states_the_audits_as_the_report_does(root, tmp_path, capsys):
     """The end-of-run summary carries one line per audit, with the report table's numbers and verdict."""
     from recbench.cli.summary import print_summary
+    from recbench.store.schema import RunResult
     from recbench.report import write_report
     from recbench.report.audit_tables import p_text
 
     md = Path(write_report([root], tmp_path / "rep", formats=("md",))["md"]).read_text()
     capsys.readouterr()
     ta = json.loads((root / "t" / "a" / "metrics.json").read_text())
-    print_summary(ta)
+    print_summary(RunResult.from_dict(ta))
     out = " ".join(capsys.readouterr().out.split())  # the console may wrap a long line
     b = ta["extra"]["template_audit"]
     line = out.split("template audit (", 1)[1]
@@ -152,7 +153,7 @@ def test_terminal_summary_states_the_audits_as_the_report_does(root, tmp_path, c
     assert f"| {p_text(eff['p_value'])} | {'yes' if eff['detected'] else 'no'} |" in row  # the same verdict
 
     na = json.loads((root / "n" / "a" / "metrics.json").read_text())
-    print_summary(na)
+    print_summary(RunResult.from_dict(na))
     out = " ".join(capsys.readouterr().out.split())
     nf = na["extra"]["noise_floor"]
     head = nf["metrics"]["ptc"]

@@ -97,7 +97,7 @@ def perrec_answers(good: Callable) -> dict[str, str]:
 def perrec_run(root: Path, memory: dict, good: Callable, *overrides: str, probe_dir: Path, name: str = "perrec"):
     """A PerRecBench listwise run split by the probe, by the double remembering `memory` (its own cache file)."""
     cfg = _cfg(root / name, "method=listwise", f"contamination.probe_run={probe_dir}", *overrides)
-    m = run_from_config(cfg, root / name, backend=Recaller(memory, perrec_answers(good)))
+    m = run_from_config(cfg, root / name, backend=Recaller(memory, perrec_answers(good))).to_dict()
     recs = [json.loads(x) for x in (root / name / "samples.jsonl").read_text().splitlines()]
     return m, recs
 
@@ -209,8 +209,9 @@ def test_planted_gap_shows_in_every_output(planted_probe, capsys):
     assert b["probe"]["items_recalled"] == 72 and b["probe"]["items_asked"] == 240 and b["probe"]["coverage"] == 0.3
     assert b["probe"]["control_recalled"] == 0 and b["probe_model"] == m["model"] and b["direction"] == "higher"
     from recbench.cli.summary import print_summary
+    from recbench.store.schema import RunResult
 
-    print_summary(m)
+    print_summary(RunResult.from_dict(m))
     out = " ".join(capsys.readouterr().out.split())
     assert "recalled=yes" in out and "recalled=no" in out
     assert (f"contamination split (probe id_to_title, memorization_bundled): recalled {n_yes} | not recalled "
@@ -238,7 +239,7 @@ def test_compare_and_report_show_the_split(planted_probe, tmp_path):
     perrec_run(root, memory, lambda e: e.data["query_item"] in memory, probe_dir=probe_dir, name="cmp/a")
     # a model-free reference row split by the same probe (no model check: the control for item easiness)
     cfg = _cfg(root / "cmp", "method=random", f"contamination.probe_run={probe_dir}")
-    ref = run_from_config(cfg, root / "cmp" / "b")
+    ref = run_from_config(cfg, root / "cmp" / "b").to_dict()
     assert ref["model"] == "none" and "recalled" in ref["breakdown"]
     recs = compare_runs([root / "cmp" / "a", root / "cmp" / "b"], metrics=["ptc"])
     slices = {c.slice: c for c in recs}
@@ -261,7 +262,7 @@ def test_unprobed_examples_are_said_so(tmp_path):
     asked = {r["meta"]["item_id"] for r in map(json.loads, (probe_dir / "samples.jsonl").read_text().splitlines())
              if r["meta"]["set"] == "real"}
     m = run_from_config(_cfg(tmp_path, "method=random", "limit=30", f"contamination.probe_run={probe_dir}"),
-                        tmp_path / "random")
+                        tmp_path / "random").to_dict()
     recs = [json.loads(x) for x in (tmp_path / "random" / "samples.jsonl").read_text().splitlines()]
     query = {e.id: e.data["query_item"] for e in perrec_examples()}
     for r in recs:
@@ -292,7 +293,7 @@ def test_llmrec_sequential_split_on_the_target_item(tmp_path):
     def run(probe_run, name):
         cfg = _cfg(tmp_path / name, "task=llmrec_sequential", "method=zero_shot", "method.constrained=false",
                    "limit=100", f"contamination.probe_run={probe_run}")
-        return run_from_config(cfg, tmp_path / name, backend=Recaller(memory, answers))
+        return run_from_config(cfg, tmp_path / name, backend=Recaller(memory, answers)).to_dict()
 
     with pytest.raises(ConfigError, match=r"asked about none of the .* items .*keyed like 'SYN"):
         run(asin, "refused")

@@ -30,7 +30,7 @@ N = 12
 def _run(tmp_path, backend, *overrides, name="run"):
     cfg = compose_cfg(["method=listwise", f"limit={N}", "run.progress=false", f"cache.path={tmp_path / 'c.sqlite'}",
                        *overrides])
-    return run_from_config(cfg, tmp_path / name, backend=backend), read_samples(tmp_path / name)
+    return run_from_config(cfg, tmp_path / name, backend=backend).to_dict(), read_samples(tmp_path / name)
 
 
 @pytest.mark.full  # four runs of the app

@@ -126,7 +126,7 @@ def test_listwise_markers_name_exactly_one_template_each():
 
 def _run(tmp_path, backend, *overrides, name="run"):
     cfg = compose_cfg(["method=listwise", "run.progress=false", f"cache.path={tmp_path / 'c.sqlite'}", *overrides])
-    return run_from_config(cfg, tmp_path / name, backend=backend), read_samples(tmp_path / name)
+    return run_from_config(cfg, tmp_path / name, backend=backend).to_dict(), read_samples(tmp_path / name)
 
 
 @pytest.mark.full  # two runs of the app

@@ -28,7 +28,7 @@ def built(monkeypatch):
 
 def test_a_config_built_backend_is_closed_when_the_run_ends(tmp_path, built):
     with StubServer() as stub:
-        m = run_from_config(_cfg(tmp_path, stub.base_url), tmp_path / "run")
+        m = run_from_config(_cfg(tmp_path, stub.base_url), tmp_path / "run").to_dict()
     assert m["complete"] and stub.answered == 2
     (backend,) = built
     assert backend._loop.is_closed()

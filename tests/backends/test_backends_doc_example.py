@@ -66,7 +66,7 @@ def tiny_cfg(searchpath: str, tmp_path: Path, *overrides: str):
 
 def test_the_page_model_config_runs_perrec_listwise_through_the_stub(tiny, tmp_path, capsys):
     with StubServer() as stub:
-        m = run_from_config(tiny_cfg(tiny, tmp_path, f"model.backend.base_url={stub.base_url}"), tmp_path / "run")
+        m = run_from_config(tiny_cfg(tiny, tmp_path, f"model.backend.base_url={stub.base_url}"), tmp_path / "run").to_dict()
         assert stub.answered == 3
     assert m["complete"] and m["model"] == "tiny"
     assert (m["counts"]["examples"], m["counts"]["parse_ok"], m["counts"]["backend_errors"]) == (3, 3, 0)
@@ -86,7 +86,7 @@ def test_the_page_model_config_runs_perrec_listwise_through_the_stub(tiny, tmp_p
 
     # the URL is not part of the identity: another server of the same model is asked nothing
     with StubServer() as other:
-        again = run_from_config(tiny_cfg(tiny, tmp_path, f"model.backend.base_url={other.base_url}"), tmp_path / "r2")
+        again = run_from_config(tiny_cfg(tiny, tmp_path, f"model.backend.base_url={other.base_url}"), tmp_path / "r2").to_dict()
         assert other.attempts == {} and again["this_invocation"]["cache_hits"] == 3
         # the model id is: a run of another model asks for every answer
         run_from_config(tiny_cfg(tiny, tmp_path, f"model.backend.base_url={other.base_url}",
@@ -99,12 +99,12 @@ def test_an_empty_answer_is_an_error_and_asked_again_on_the_next_run(tiny, tmp_p
     with StubServer(schedule=lambda key, attempt: "empty" if attempt == 1 else None) as stub:
         backend = sys.modules[MODULE].TinyChatBackend(model="m", base_url=stub.base_url)
         cfg = tiny_cfg(tiny, tmp_path)
-        first = run_from_config(cfg, tmp_path / "run", backend=backend)
+        first = run_from_config(cfg, tmp_path / "run", backend=backend).to_dict()
         assert not first["complete"] and first["counts"]["examples"] == 0
         assert first["this_invocation"]["backend_errors"] == 3
         errors = [json.loads(x) for x in (tmp_path / "run" / "errors.jsonl").read_text().splitlines()]
         assert len(errors) == 3 and all("empty answer (finish_reason=stop)" in e["error"] for e in errors)
-        second = run_from_config(cfg, tmp_path / "run", backend=backend)  # nothing was cached: asked again
+        second = run_from_config(cfg, tmp_path / "run", backend=backend).to_dict()  # nothing was cached: asked again
         assert second["complete"] and second["counts"]["parse_ok"] == 3
         assert sorted(stub.attempts.values()) == [2, 2, 2]
 

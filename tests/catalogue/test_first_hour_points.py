@@ -85,7 +85,7 @@ def test_readme_reference_rows_are_what_a_run_prints(tmp_path):
     readme = (REPO / "README.md").read_text()
     for method in ("random", "bm25_history"):
         cfg = compose_cfg([f"method={method}", "run.progress=false", f"cache.path={tmp_path / 'c.sqlite'}"])
-        m = run_from_config(cfg, tmp_path / method)["metrics"]["ptc"]
+        m = run_from_config(cfg, tmp_path / method).to_dict()["metrics"]["ptc"]
         row = f"| `{method}` | {m['mean']:.3f} | [{m['ci_low']:.3f}, {m['ci_high']:.3f}] |"
         assert row in readme, row
 

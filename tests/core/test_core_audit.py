@@ -25,7 +25,7 @@ N = 9  # examples: 3 easy, 3 medium, 3 hard (stratified): 2, 3 and 4 items shown
 
 def _run(tmp_path, backend, *overrides, name="run", cache="c.sqlite"):
     cfg = toy_cfg([f"limit={N}", "run.limit_strategy=stratified", f"cache.path={tmp_path / cache}", *overrides])
-    metrics = run_from_config(cfg, tmp_path / name, backend=backend)
+    metrics = run_from_config(cfg, tmp_path / name, backend=backend).to_dict()
     return metrics, read_samples(tmp_path / name)
 
 

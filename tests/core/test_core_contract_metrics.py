@@ -18,7 +18,7 @@ from recbench.api.types import Example, Outcome
 from recbench.run.loop import EvalLoop, aggregate
 from recbench.store.response_cache import ResponseCache
 from recbench.store.runstore import RunStore
-from recbench.store.schema import SampleRecord
+from recbench.store.schema import Aggregate, SampleRecord
 
 pytestmark = pytest.mark.fast
 
@@ -75,8 +75,8 @@ class Contract(Task):
         return {"about": "guesses of a number"}
 
 
-def _run(tmp_path, task: Task) -> dict[str, Any]:
-    """Run the guess method over the task into tmp_path, then aggregate: metrics.json's blocks."""
+def _run(tmp_path, task: Task) -> Aggregate:
+    """Run the guess method over the task into tmp_path, then aggregate: metrics.json's blocks, typed."""
     store = RunStore(tmp_path / "run")
     cache = ResponseCache(tmp_path / "cache.sqlite")
     try:
@@ -90,12 +90,12 @@ def _run(tmp_path, task: Task) -> dict[str, Any]:
 
 def test_declared_metrics_are_scored_and_corpus_values_computed_from_the_declarations(tmp_path):
     agg = _run(tmp_path, Contract({"name": "contract"}))
-    assert agg["metrics"]["c_hit"]["mean"] == 0.5  # b and d are exact
-    assert agg["metrics"]["c_sq"]["mean"] == pytest.approx((1 + 0 + 9 + 0) / 4)
+    assert agg.metrics["c_hit"].mean == 0.5  # b and d are exact
+    assert agg.metrics["c_sq"].mean == pytest.approx((1 + 0 + 9 + 0) / 4)
     # facts first, then the corpus values in declaration order; c_never (None) is left out
-    assert list(agg["extra"]) == ["about", "c_rmse", "c_spread"]
-    assert agg["extra"]["c_rmse"] == pytest.approx(math.sqrt(10 / 4)) and agg["extra"]["c_spread"] == 4.0
-    info = agg["metric_info"]
+    assert list(agg.extra) == ["about", "c_rmse", "c_spread"]
+    assert agg.extra["c_rmse"] == pytest.approx(math.sqrt(10 / 4)) and agg.extra["c_spread"] == 4.0
+    info = agg.metric_info
     assert info["c_rmse"] == {"higher_is_better": False, "direction": "lower", "binary": False,
                               "aggregation": "corpus"}
     assert info["c_spread"]["direction"] == "none" and info["c_hit"]["binary"] is True
@@ -114,14 +114,14 @@ def test_standard_metrics_need_no_declaration(tmp_path):
     for key in ("mae", "hr@7"):  # registered by name (recbench.api.metrics), 'hr@7' through its family 'hr'
         task = Contract({"name": "contract"})
         task.extra_key = key
-        assert key in _run(tmp_path / key, task)["metrics"]
+        assert key in _run(tmp_path / key, task).metrics
 
 
 def test_a_task_with_unknown_undeclared_metrics_records_them_with_direction_unknown(tmp_path, caplog):
     task = Contract({"name": "contract"})
     task.extra_key, task.undeclared_metrics = "c_adhoc_issue24", "unknown"
     agg = _run(tmp_path, task)
-    assert agg["metric_info"]["c_adhoc_issue24"]["direction"] == "unknown"
+    assert agg.metric_info["c_adhoc_issue24"]["direction"] == "unknown"
     assert any("c_adhoc_issue24" in r.getMessage() and "direction unknown" in r.getMessage() for r in caplog.records)
 
 
@@ -177,7 +177,7 @@ def test_llmrec_rating_corpus_values_match_the_records_of_a_run_on_the_bundled_s
 
     cfg = compose_cfg(["task=llmrec_rating", "method=item_mean", "limit=40", "run.progress=false",
                        "run.bootstrap_resamples=50", f"cache.path={tmp_path / 'c.sqlite'}"])
-    m = run_from_config(cfg, tmp_path / "run")
+    m = run_from_config(cfg, tmp_path / "run").to_dict()
     recs = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     sq = np.array([r["metrics"]["mse"] for r in recs])
     err = np.array([r["prediction"] - r["truth"]["rating"] for r in recs])

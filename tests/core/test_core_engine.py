@@ -86,7 +86,7 @@ def test_results_do_not_depend_on_arrival_order(tmp_path):
     outs = []
     for seed in (0, 1, 2):
         cfg = toy_cfg(["method.rounds=2", "limit=30", f"cache.path={tmp_path / f'c{seed}.sqlite'}"])
-        m = run_from_config(cfg, tmp_path / f"run{seed}", backend=_ShuffledBackend(seed))
+        m = run_from_config(cfg, tmp_path / f"run{seed}", backend=_ShuffledBackend(seed)).to_dict()
         outs.append(json.dumps({k: m[k] for k in ("metrics", "breakdown", "counts", "extra")}, sort_keys=True))
         order = [json.loads(x)["id"] for x in (tmp_path / f"run{seed}" / "samples.jsonl").read_text().splitlines()]
         assert len(order) == 30

@@ -41,7 +41,7 @@ def runs(tmp_path_factory):
     wrapped in Recording."""
     tmp_path = tmp_path_factory.mktemp("entry")
     rec = Recording(ScriptedBackend(first_shown))
-    a = run_from_config(toy_cfg(["limit=9", "audit.orders=3"], tmp_path), tmp_path / "a", backend=rec)
+    a = run_from_config(toy_cfg(["limit=9", "audit.orders=3"], tmp_path), tmp_path / "a", backend=rec).to_dict()
     run_from_config(toy_cfg(["limit=9", "audit.orders=3"], tmp_path), tmp_path / "b", backend=ScriptedBackend(oracle, name="oracle"))
     return tmp_path, a, rec
 

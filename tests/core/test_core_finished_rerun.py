@@ -28,7 +28,7 @@ def _without_invocation(m: dict) -> dict:
 def test_finished_rerun_reuses_metrics_equal_to_a_full_reaggregation(tmp_path, monkeypatch):
     cfg = _cfg(tmp_path)
     d = tmp_path / "run"
-    m1 = run_from_config(cfg, d)
+    m1 = run_from_config(cfg, d).to_dict()
     assert m1["complete"] and (d / FINISHED_NAME).is_file()
     text1 = (d / "metrics.json").read_text()
 
@@ -36,7 +36,7 @@ def test_finished_rerun_reuses_metrics_equal_to_a_full_reaggregation(tmp_path, m
 
     built = []
     monkeypatch.setattr(app, "build_task", lambda c: built.append(1))  # the fast path must not build the task
-    m2 = run_from_config(cfg, d)
+    m2 = run_from_config(cfg, d).to_dict()
     monkeypatch.undo()
     assert built == [] and _without_invocation(m2) == _without_invocation(m1)
     inv = m2["this_invocation"]
@@ -45,7 +45,7 @@ def test_finished_rerun_reuses_metrics_equal_to_a_full_reaggregation(tmp_path, m
 
     # the same rerun through the full path (marker removed) writes the same bytes apart from this_invocation
     (d / FINISHED_NAME).unlink()
-    m3 = run_from_config(cfg, d)
+    m3 = run_from_config(cfg, d).to_dict()
     assert m3["this_invocation"]["examples_skipped"] == 6 and set(m3["this_invocation"]) == set(inv)
     assert {k: v for k, v in m3["this_invocation"].items() if "wall" not in k} == \
         {k: v for k, v in inv.items() if "wall" not in k}
@@ -61,16 +61,16 @@ def test_changed_samples_or_config_take_the_full_path(tmp_path, monkeypatch):
     lines = (d / "samples.jsonl").read_text().splitlines(keepends=True)
     (d / "samples.jsonl").write_text("".join(lines[:-1]))  # one finished example lost: it must run again
     ToyBackend.built = 0
-    m = run_from_config(cfg, d)
+    m = run_from_config(cfg, d).to_dict()
     assert m["this_invocation"]["examples_skipped"] == 5 and m["this_invocation"]["examples_finished"] == 1
     assert m["counts"]["examples"] == 6
 
     # another bootstrap setting changes the config: re-aggregated, not reused
-    m_b = run_from_config(_cfg(tmp_path, "run.bootstrap_resamples=200"), d)
+    m_b = run_from_config(_cfg(tmp_path, "run.bootstrap_resamples=200"), d).to_dict()
     assert m_b["this_invocation"]["examples_skipped"] == 6
     # an edited metrics.json is never trusted
     p = d / "metrics.json"
     p.write_text(p.read_text().replace('"complete": true', '"complete": true '))
     os.utime(p)
-    m_c = run_from_config(_cfg(tmp_path, "run.bootstrap_resamples=200"), d)
+    m_c = run_from_config(_cfg(tmp_path, "run.bootstrap_resamples=200"), d).to_dict()
     assert _without_invocation(m_c) == _without_invocation(m_b)

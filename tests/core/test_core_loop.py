@@ -28,15 +28,15 @@ def _cfg(tmp_path, name, extra=()):
 def test_rerun_after_completion_makes_no_backend_call(tmp_path):
     cfg = _cfg(tmp_path, "a")
     b1 = ScriptedBackend(reverse, batch_size=16)
-    m1 = run_from_config(cfg, tmp_path / "a" / "run", backend=b1)
+    m1 = run_from_config(cfg, tmp_path / "a" / "run", backend=b1).to_dict()
     assert b1.calls == N and m1["counts"]["examples"] == N and m1["complete"]
     b2 = ScriptedBackend(reverse)
-    m2 = run_from_config(cfg, tmp_path / "a" / "run", backend=b2)
+    m2 = run_from_config(cfg, tmp_path / "a" / "run", backend=b2).to_dict()
     assert b2.calls == 0 and m2["this_invocation"]["examples_skipped"] == N
     assert m2["metrics"] == m1["metrics"]
     # a NEW run dir with the same config is served from the cache: still no backend call
     b3 = ScriptedBackend(reverse)
-    m3 = run_from_config(cfg, tmp_path / "a" / "run2", backend=b3)
+    m3 = run_from_config(cfg, tmp_path / "a" / "run2", backend=b3).to_dict()
     assert b3.calls == 0 and m3["this_invocation"]["cache_hits"] == N and m3["metrics"] == m1["metrics"]
     files = {p.name for p in (tmp_path / "a" / "run").iterdir()}
     assert {"samples.jsonl", "metrics.json", "config.yaml", "versions.json"} <= files
@@ -46,7 +46,7 @@ def test_rerun_after_completion_makes_no_backend_call(tmp_path):
 
 def test_limit_runs_first_n(tmp_path):
     b = ScriptedBackend(reverse)
-    m = run_from_config(_cfg(tmp_path, "l", ["limit=7"]), tmp_path / "l" / "run", backend=b)
+    m = run_from_config(_cfg(tmp_path, "l", ["limit=7"]), tmp_path / "l" / "run", backend=b).to_dict()
     assert b.calls == 7 and m["counts"]["examples"] == 7
     ids = [json.loads(x)["id"] for x in (tmp_path / "l" / "run" / "samples.jsonl").read_text().splitlines()]
     # run.limit_strategy=stratified (the default): round robin over the levels, each in the task's order
@@ -57,12 +57,12 @@ def test_backend_errors_are_recorded_not_cached_and_retried(tmp_path):
     cfg = _cfg(tmp_path, "e", ["limit=10"])
     flaky = ScriptedBackend(lambda r: (_ for _ in ()).throw(RuntimeError("HTTP 503")) if "Blue" in r.messages[-1][1]
                             else reverse(r))
-    m = run_from_config(cfg, tmp_path / "e" / "run", backend=flaky)
+    m = run_from_config(cfg, tmp_path / "e" / "run", backend=flaky).to_dict()
     failed = m["counts"]["backend_errors"]
     assert failed > 0 and m["counts"]["examples"] == 10 - failed and not m["complete"]
     assert len((tmp_path / "e" / "run" / "errors.jsonl").read_text().splitlines()) == failed
     good = ScriptedBackend(reverse)
-    m2 = run_from_config(cfg, tmp_path / "e" / "run", backend=good)
+    m2 = run_from_config(cfg, tmp_path / "e" / "run", backend=good).to_dict()
     assert good.calls == failed and m2["counts"]["examples"] == 10 and m2["complete"]
 
 
@@ -84,7 +84,7 @@ run_from_config(cfg, {run!r}, backend=ScriptedBackend(slow, batch_size=4))
 @pytest.mark.full  # a second interpreter, killed
 def test_sigkill_midway_then_resume_gives_same_metrics(tmp_path):
     # uninterrupted reference run
-    ref = run_from_config(_cfg(tmp_path, "ref"), tmp_path / "ref" / "run", backend=ScriptedBackend(reverse))
+    ref = run_from_config(_cfg(tmp_path, "ref"), tmp_path / "ref" / "run", backend=ScriptedBackend(reverse)).to_dict()
     run_dir, cache = tmp_path / "k" / "run", tmp_path / "k" / "cache.sqlite"
     script = KILL_SCRIPT.format(repo=str(REPO), cache=cache, run=str(run_dir))
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
@@ -97,7 +97,7 @@ def test_sigkill_midway_then_resume_gives_same_metrics(tmp_path):
     done_before = len([ln for ln in samples.read_text().splitlines() if ln.strip()])
     assert 8 <= done_before < N
     resumed = ScriptedBackend(reverse)
-    m = run_from_config(_cfg(tmp_path, "k"), run_dir, backend=resumed)
+    m = run_from_config(_cfg(tmp_path, "k"), run_dir, backend=resumed).to_dict()
     # only unfinished examples reach the backend (some of those may already be in the cache)
     assert resumed.calls <= N - done_before
     assert m["this_invocation"]["examples_skipped"] == done_before

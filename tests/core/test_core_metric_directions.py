@@ -93,7 +93,7 @@ def test_every_metric_of_every_task_and_method_has_a_declared_direction(task, tm
                            *_method_overrides(task, method)])
         run_dir = tmp_path / "runs" / method
         try:
-            m = run_from_config(cfg, run_dir, backend=ScriptedBackend(answer))
+            m = run_from_config(cfg, run_dir, backend=ScriptedBackend(answer)).to_dict()
         except ConfigError as e:  # a combination the task refuses by design (e.g. random without choices)
             refused[method] = str(e)
             continue

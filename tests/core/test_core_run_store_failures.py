@@ -208,7 +208,7 @@ def test_full_disk_mid_run_keeps_what_finished_and_the_rerun_goes_on(tmp_path, m
     assert 1 <= kept < 12 and ei.value.recbench_kept[:2] == (kept, 12)
     assert not (tmp_path / "run" / "metrics.json").exists() and not _tmp_files(tmp_path)
     monkeypatch.undo()  # room again: the same run goes on, nothing asked twice
-    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(reverse))
+    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(reverse)).to_dict()
     assert m["complete"] and m["counts"]["examples"] == 12 and m["this_invocation"]["examples_skipped"] == kept
 
 

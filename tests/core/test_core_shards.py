@@ -119,7 +119,7 @@ def test_shard_keys_are_checked_with_one_line(overrides, message):
                          ids=["model method", "model-free"])
 def test_merged_metrics_equal_the_unsharded_run(tmp_path, method):
     overrides = [*LIMIT, *method]
-    unsharded = run_from_config(toy_cfg(overrides, tmp_path / "ref"), tmp_path / "unsharded")
+    unsharded = run_from_config(toy_cfg(overrides, tmp_path / "ref"), tmp_path / "unsharded").to_dict()
     shared = tmp_path / "shared.sqlite"
     dirs = run_shards(tmp_path / "runs", overrides, shared)
     for i, d in enumerate(dirs):  # each shard: its own cache file in its run dir; the shared cache is never written
@@ -128,11 +128,11 @@ def test_merged_metrics_equal_the_unsharded_run(tmp_path, method):
         assert [r["id"] for r in map(json.loads, (d / "samples.jsonl").read_text().splitlines())] == info["ids"]
     assert not shared.exists()
     merged = merge_shards(dirs, out=tmp_path / "merged")
-    assert comparable(merged.metrics) == comparable(unsharded)
+    assert comparable(merged.result.to_dict()) == comparable(unsharded)
     assert comparable(json.loads((tmp_path / "merged" / "metrics.json").read_text())) == comparable(unsharded)
-    assert merged.metrics["counts"]["examples"] == 20 and merged.metrics["complete"]
+    assert merged.result.counts.examples == 20 and merged.result.complete
     if method[0] == "method=toy_rank":  # a corpus metric (root mean square of toy_miss), over the merged records
-        assert merged.metrics["extra"]["toy_miss_rms"] == pytest.approx(
+        assert merged.result.extra["toy_miss_rms"] == pytest.approx(
             (sum(r["metrics"]["toy_miss"] ** 2 for r in map(json.loads, (tmp_path / "unsharded" / "samples.jsonl")
                                                             .read_text().splitlines())) / 20) ** 0.5)
     # the records: the same prediction and per-example metrics for every example
@@ -157,7 +157,7 @@ def test_a_shard_starts_from_a_copy_of_the_shared_cache_and_never_writes_it(tmp_
     run_from_config(toy_cfg([*LIMIT, "limit=8", f"cache.path={shared}"]), tmp_path / "first8")  # pays for 8 answers
     before = shared.stat().st_mtime_ns, stats(shared)["rows"]
     m = run_from_config(toy_cfg([*LIMIT, "run.shard=1", f"run.shards={N}", f"cache.path={shared}"]),
-                        shard_dir(tmp_path, 1))
+                        shard_dir(tmp_path, 1)).to_dict()
     # shard 1 holds 12 of the 20: 5 of them among the first 8 (answered from the copy), 7 asked now
     assert (m["this_invocation"]["cache_hits"], m["this_invocation"]["backend_calls"]) == (5, 7)
     assert stats(shard_dir(tmp_path, 1) / "responses.sqlite")["rows"] == 8 + 7
@@ -173,7 +173,7 @@ def test_merge_of_the_bundled_data_equals_the_unsharded_run(tmp_path):
     for method, backend in (("bm25_history", None), ("listwise", ScriptedBackend(listwise_answer))):
         base = [f"method={method}", "limit=12", "run.progress=false"]
         cfg = compose_cfg([*base, f"cache.path={tmp_path / method / 'ref.sqlite'}"])
-        unsharded = run_from_config(cfg, tmp_path / method / "unsharded", backend=backend)
+        unsharded = run_from_config(cfg, tmp_path / method / "unsharded", backend=backend).to_dict()
         dirs = []
         for i in range(N):
             d = shard_dir(tmp_path / method, i)
@@ -181,21 +181,21 @@ def test_merge_of_the_bundled_data_equals_the_unsharded_run(tmp_path):
                                          f"cache.path={tmp_path / method / 'shared.sqlite'}"]), d, backend=backend)
             dirs.append(d)
         merged = merge_shards(dirs, out=tmp_path / method / "merged")
-        assert comparable(merged.metrics) == comparable(unsharded), method
-        assert merged.metrics["counts"]["examples"] == 12
+        assert comparable(merged.result.to_dict()) == comparable(unsharded), method
+        assert merged.result.counts.examples == 12
 
 
 def test_an_empty_shard_merges(tmp_path):
     overrides = ["limit=2", "method=toy_popular", "model=none"]
-    unsharded = run_from_config(toy_cfg(overrides, tmp_path), tmp_path / "unsharded")
+    unsharded = run_from_config(toy_cfg(overrides, tmp_path), tmp_path / "unsharded").to_dict()
     dirs = run_shards(tmp_path / "runs", overrides, tmp_path / "shared.sqlite", n=5)
     sizes = [json.loads((d / "metrics.json").read_text())["counts"]["examples"] for d in dirs]
     assert sizes == [1, 0, 1, 0, 0]
-    assert comparable(merge_shards(dirs, out=tmp_path / "merged").metrics) == comparable(unsharded)
+    assert comparable(merge_shards(dirs, out=tmp_path / "merged").result.to_dict()) == comparable(unsharded)
 
 
 def test_a_shard_cut_short_is_refused_then_resumes_and_merges_the_same(tmp_path, capsys):
-    unsharded = run_from_config(toy_cfg(LIMIT, tmp_path / "ref"), tmp_path / "unsharded")
+    unsharded = run_from_config(toy_cfg(LIMIT, tmp_path / "ref"), tmp_path / "unsharded").to_dict()
     dirs = run_shards(tmp_path / "runs", LIMIT, tmp_path / "shared.sqlite")
     cut = dirs[1]  # as a killed process leaves it: 4 whole lines, a torn one, no metrics.json
     lines = (cut / "samples.jsonl").read_text().splitlines(keepends=True)
@@ -205,7 +205,7 @@ def test_a_shard_cut_short_is_refused_then_resumes_and_merges_the_same(tmp_path,
     assert code == 2 and err == [f"recbench: cannot merge: shard 1 of 3 ({cut}) has not finished (no metrics.json): "
                                  "rerun its command, which resumes it, then merge again"]
     again = run_from_config(toy_cfg([*LIMIT, "run.shard=1", f"run.shards={N}",
-                                     f"cache.path={tmp_path / 'shared.sqlite'}"]), cut)
+                                     f"cache.path={tmp_path / 'shared.sqlite'}"]), cut).to_dict()
     assert again["this_invocation"]["examples_skipped"] == 4 and again["complete"]
     assert again["this_invocation"]["cache_hits"] == 8  # its own cache kept the answers paid before the cut
     code, err = merge_cli(capsys, *dirs, "--out", tmp_path / "merged")

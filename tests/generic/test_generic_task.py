@@ -154,7 +154,7 @@ def test_own_task_class_through_target(tmp_path):
     try:
         cfg = compose_cfg([f"hydra.searchpath=[file://{conf}]", "task=own_task", "method=zero_shot",
                            f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false"])
-        m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(lambda r: "yes"))
+        m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(lambda r: "yes")).to_dict()
     finally:
         sys.path.remove(str(pkg))
     assert m["metrics"]["short"]["mean"] == 1.0
@@ -249,6 +249,6 @@ def test_rmse_is_a_corpus_metric_in_extra(tmp_path):
     cfg = compose_cfg([f"hydra.searchpath=[file://{conf}]", "task=pref_yesno", "method=zero_shot",
                        "task.parser.kind=number", "+task.parser.lo=1", "+task.parser.hi=5", "task.metrics=[mae, rmse]",
                        f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false"])
-    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(lambda r: "3"))
+    m = run_from_config(cfg, tmp_path / "run", backend=ScriptedBackend(lambda r: "3")).to_dict()
     assert m["metrics"]["mae"]["mean"] == pytest.approx(4 / 3)
     assert m["extra"]["rmse"] == pytest.approx(math.sqrt(8 / 3))

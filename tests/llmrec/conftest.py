@@ -16,7 +16,7 @@ def run_cfg(tmp_path: Path):
 
     def _run(backend, *overrides: str, name: str = "run"):
         cfg = compose_cfg(f"cache.path={tmp_path / 'cache.sqlite'}", *overrides)
-        metrics = run_from_config(cfg, tmp_path / name, backend=backend)
+        metrics = run_from_config(cfg, tmp_path / name, backend=backend).to_dict()
         return metrics, read_samples(tmp_path / name)
 
     return _run

@@ -44,7 +44,7 @@ def test_popularity_tercile_of_target_in_training_interactions(task):
 
 def test_random_expectation_beside_sampled_metrics(tmp_path):
     cfg = compose_cfg("task=llmrec_sequential", "method=random", f"cache.path={tmp_path / 'c.sqlite'}")
-    m = run_from_config(cfg, tmp_path / "run")
+    m = run_from_config(cfg, tmp_path / "run").to_dict()
     rnd = m["extra"]["random_expectation"]
     assert m["extra"]["random_expectation_candidates"] == [100]
     # by hand: 1 positive among 100: HR@k = k/100, NDCG@k = (1/100) * sum_{r<=k} 1/log2(r+1)

@@ -32,7 +32,7 @@ def probe(tmp_path: Path, overrides: list[str], backend, name: str = "run", seed
     cfg.cache.path = str(tmp_path / "cache.sqlite")
     cfg.cache.derived_dir = str(tmp_path / "derived")
     cfg.run.progress = False
-    m = run_from_config(cfg, tmp_path / name, backend=backend)
+    m = run_from_config(cfg, tmp_path / name, backend=backend).to_dict()
     recs = [json.loads(x) for x in (tmp_path / name / "samples.jsonl").read_text().splitlines()]
     return m, recs
 

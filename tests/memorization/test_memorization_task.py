@@ -106,12 +106,13 @@ def test_settings_errors_name_the_key(tmp_path):
 
 def test_summary_and_report_figure(tmp_path, capsys):
     from recbench.cli.summary import print_summary
+    from recbench.store.schema import RunResult
     from recbench.report.collect import aggregate_seeds, cells_table, load_runs
     from recbench.report.presentation import presentation_of
     from recbench.tasks.memorization.task import MemorizationTask
 
     m, _ = probe(tmp_path, ["method=id_to_title", "limit=20"], PlantedMemory(bundled_items()))
-    print_summary(m)
+    print_summary(RunResult.from_dict(m))
     out = capsys.readouterr().out
     assert "memorization: coverage 1.000 (10/10; Wilson 95% [0.722, 1.000])" in " ".join(out.split())
     assert "coverage - control +1.000" in out and "FLAGGED" in out

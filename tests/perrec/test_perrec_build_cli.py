@@ -33,7 +33,7 @@ def test_cli_builds_loadable_groups(tmp_path, capsys):
 
     cfg = compose_cfg(["task=perrec_built", f"task.data_dir={tmp_path / 'out'}", "method=bm25_history",
                        "run.progress=false", "cache.enabled=false"])
-    m = run_from_config(cfg, tmp_path / "run")
+    m = run_from_config(cfg, tmp_path / "run").to_dict()
     assert m["counts"]["examples"] == 15 and m["complete"]
 
 

@@ -49,8 +49,8 @@ def test_released_task_runs_through_the_loop(tmp_path):
     cfg = compose_cfg(["task=perrec_released", f"task.data_dir={tmp_path / 'rel'}", "method=bm25_history", "limit=10",
                        "run.progress=false", "cache.enabled=false"])
     ref = compose_cfg(["task=perrec", "method=bm25_history", "limit=10", "run.progress=false", "cache.enabled=false"])
-    a = run_from_config(cfg, tmp_path / "run_rel")
-    b = run_from_config(ref, tmp_path / "run_ref")
+    a = run_from_config(cfg, tmp_path / "run_rel").to_dict()
+    b = run_from_config(ref, tmp_path / "run_ref").to_dict()
     assert a["metrics"]["ptc"]["mean"] == b["metrics"]["ptc"]["mean"] and a["counts"]["examples"] == 10
 
 

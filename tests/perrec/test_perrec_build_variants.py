@@ -45,7 +45,7 @@ def run(tmp_path, data_dir, method, answer, extra=()):
     reqs = []
     orig = b.generate
     b.generate = lambda rs: (reqs.extend(rs), orig(rs))[1]
-    m = run_from_config(cfg, tmp_path / method, backend=b)
+    m = run_from_config(cfg, tmp_path / method, backend=b).to_dict()
     return m, reqs, [json.loads(x) for x in (tmp_path / method / "samples.jsonl").read_text().splitlines()]
 
 

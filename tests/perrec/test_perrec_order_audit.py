@@ -27,7 +27,7 @@ def _truth_table():
 def _run(tmp_path, backend, *overrides, name="run", cache="c.sqlite"):
     cfg = compose_cfg("task=perrec", "method=listwise", f"limit={N}", "run.limit_strategy=stratified",
                       f"cache.path={tmp_path / cache}", *overrides)
-    return run_from_config(cfg, tmp_path / name, backend=backend)
+    return run_from_config(cfg, tmp_path / name, backend=backend).to_dict()
 
 
 def _records(run_dir):

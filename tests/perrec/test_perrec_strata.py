@@ -32,7 +32,7 @@ def _raw():
 def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("perrec_strata")
     cfg = compose_cfg("task=perrec", "method=random", f"cache.path={d / 'c.sqlite'}")
-    return run_from_config(cfg, d / "run")
+    return run_from_config(cfg, d / "run").to_dict()
 
 
 def test_popularity_terciles_from_the_ratings_file(run):

@@ -25,7 +25,7 @@ def test_smollm2_on_ml100k_queries(shared_data, smollm2, tmp_path, method):
         cfg = compose(config_name="config", overrides=[
             "task=recbench_plus_ml100k", f"method=recbench_plus/{method}", "limit=5", "method.max_tokens=64",
             f"task.data.path={shared_data / 'ml-100k'}", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false"])
-    metrics = run_from_config(cfg, tmp_path / "run", backend=smollm2)
+    metrics = run_from_config(cfg, tmp_path / "run", backend=smollm2).to_dict()
     print(method, {k: round(v["mean"], 4) for k, v in metrics["metrics"].items()}, metrics["counts"])
     assert metrics["complete"] and metrics["counts"]["examples"] == 5
     assert set(metrics["breakdown"]["query_type"]) == TYPES

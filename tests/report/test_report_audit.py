@@ -44,7 +44,7 @@ def first_candidates(req) -> str:
 
 def _run(root: Path, name: str, overrides: list[str], backend=None) -> dict:
     cfg = compose_cfg([f"cache.path={root / 'cache.sqlite'}", "run.progress=false", *overrides])
-    return run_from_config(cfg, root / name, backend=backend)
+    return run_from_config(cfg, root / name, backend=backend).to_dict()
 
 
 @pytest.fixture(scope="module")

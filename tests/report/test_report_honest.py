@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from recbench.cli.summary import print_summary
+from recbench.store.schema import RunResult
 
 from recbench.run.evaluate import run_from_config
 from recbench.report import build_report, write_report
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _run(root: Path, name: str, overrides: list[str], backend=None) -> dict:
     cfg = compose_cfg([f"cache.path={root / 'cache.sqlite'}", "run.progress=false", "run.bootstrap_resamples=200",
                        *overrides])
-    return run_from_config(cfg, root / name, backend=backend)
+    return run_from_config(cfg, root / name, backend=backend).to_dict()
 
 
 def forward_listwise(req) -> str:
@@ -120,7 +121,7 @@ def test_fallback_scored_metrics_are_marked_in_the_report(runs):
 
 def test_terminal_summary_marks_fallback_drops_parsed_and_explains(runs, capsys):
     m = _m(runs / "rating/lm/zero_shot")
-    print_summary(m)
+    print_summary(RunResult.from_dict(m))
     out = capsys.readouterr().out
     assert "mae (3 of 3 fallback)" in out and f"│ {m['metrics']['mae']['mean']:.3f} " in out  # marked in its header
     assert "│ parsed" not in out and "parsed 0 |" in out  # the count stays, the pseudo-metric row is gone

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _run(root: Path, name: str, overrides: list[str], backend=None) -> dict:
     cfg = compose_cfg([f"cache.path={root / 'cache.sqlite'}", "run.progress=false", *overrides])
-    return run_from_config(cfg, root / name, backend=backend)
+    return run_from_config(cfg, root / name, backend=backend).to_dict()
 
 
 def _pointwise_answer(req) -> str:

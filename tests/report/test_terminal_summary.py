@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from recbench.run.evaluate import run_from_config
+from recbench.store.schema import RunResult
 from recbench.cli.summary import MAX_WIDTH, fold, iter_lines, print_summary, run_tables, slice_rows
 from recbench.api.task import Task
 from tests.helpers import compose_cfg
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 BOX = set("┏┃┡│├└")  # first characters of rich table lines (default box)
 
 
-def _run(tmp_path: Path, name: str, overrides: list[str]) -> dict:
+def _run(tmp_path: Path, name: str, overrides: list[str]) -> RunResult:
     cfg = compose_cfg([f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "run.bootstrap_resamples=200",
                        *overrides])
     return run_from_config(cfg, tmp_path / name)
@@ -58,8 +59,8 @@ def recbench_plus(tmp_path_factory) -> dict:
 
 
 def test_perrec_headline_marked_slices_in_task_order_parsed_folded(perrec, capsys):
-    assert list(perrec["breakdown"]["difficulty"]) == ["easy", "medium", "hard"]  # metrics.json in the task's order
-    assert list(perrec["breakdown"]["history"]) == ["short", "mid", "long"]
+    assert list(perrec.breakdown["difficulty"]) == ["easy", "medium", "hard"]  # metrics.json in the task's order
+    assert list(perrec.breakdown["history"]) == ["short", "mid", "long"]
     print_summary(perrec)
     out = capsys.readouterr().out
     header = next(ln for ln in out.splitlines() if ln.startswith("┃"))
@@ -67,20 +68,21 @@ def test_perrec_headline_marked_slices_in_task_order_parsed_folded(perrec, capsy
     labels = [ln[1:].split("│")[0].strip() for ln in _rows(out)]
     assert labels == ["all", "difficulty=easy", "difficulty=medium", "difficulty=hard", "popularity=low",
                       "popularity=high", "history=short", "history=mid", "history=long"]
-    m = perrec["metrics"]["ptc"]
-    assert f"│ all               │ 120 │ {m['mean']:.3f} [{m['ci_low']:.3f}, {m['ci_high']:.3f}] │" in out
+    m = perrec.metrics["ptc"]
+    assert f"│ all               │ 120 │ {m.mean:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}] │" in out
     assert "folded (all values in metrics.json): ptc_parsed = ptc on every slice" in out
     assert "repaired = " not in out  # nothing repaired or failed: no legend
 
 
 def test_parse_failures_keep_ptc_parsed_as_its_own_column(tmp_path):
     """ptc_parsed differs from ptc once a group fails: both are shown, the failed group is counted in n."""
-    metrics = {"task": {"name": "perrec"}, "model": "m", "method": "listwise", "headline_metric": "ptc",
-               "counts": {"examples": 3},
-               "metrics": {"ptc": {"mean": 0.0, "ci_low": -1.0, "ci_high": 1.0, "n": 3},
-                           "ptc_parsed": {"mean": 0.5, "ci_low": 0.0, "ci_high": 1.0, "n": 2},
-                           "parsed": {"mean": 2 / 3, "ci_low": 0.0, "ci_high": 1.0, "n": 3}},
-               "breakdown": {}}
+    metrics = RunResult.from_dict({
+        "schema_version": 2, "task": {"name": "perrec"}, "model": "m", "method": "listwise", "headline_metric": "ptc",
+        "counts": {"examples": 3},
+        "metrics": {"ptc": {"mean": 0.0, "ci_low": -1.0, "ci_high": 1.0, "n": 3},
+                    "ptc_parsed": {"mean": 0.5, "ci_low": 0.0, "ci_high": 1.0, "n": 2},
+                    "parsed": {"mean": 2 / 3, "ci_low": 0.0, "ci_high": 1.0, "n": 3}},
+        "breakdown": {}})
     f = fold(metrics)
     assert f.shown == ["ptc", "ptc_parsed"] and f.notes() == []
     tables, _, with_ci = run_tables(metrics)
@@ -90,8 +92,8 @@ def test_parse_failures_keep_ptc_parsed_as_its_own_column(tmp_path):
 
 
 def test_llmrec_sequential_ndcg1_folds_into_hr1_and_fits_one_table(sequential, capsys):
-    assert list(sequential["breakdown"]["history"]) == ["<=4", "5-9", "10+"]
-    assert list(sequential["breakdown"]["popularity"]) == ["low", "mid", "high"]
+    assert list(sequential.breakdown["history"]) == ["<=4", "5-9", "10+"]
+    assert list(sequential.breakdown["popularity"]) == ["low", "mid", "high"]
     f = fold(sequential)
     assert f.shown[0] == "ndcg@10" and "ndcg@1" not in f.shown and f.same_as["hr@1"] == ["ndcg@1"]
     print_summary(sequential)
@@ -103,15 +105,15 @@ def test_llmrec_sequential_ndcg1_folds_into_hr1_and_fits_one_table(sequential, c
     assert [c.strip() for c in header.strip("┃").split("┃")] == ["slice", "n", "★ ndcg@10", "hr@1", "hr@5", "ndcg@5",
                                                                  "hr@10"]
     # 5 metrics with their CIs do not fit 120 columns: the headline keeps its CI, the others show means
-    m = sequential["metrics"]
+    m = sequential.metrics
     row = next(ln for ln in _rows(out) if ln.startswith("│ all "))
-    assert f"{m['ndcg@10']['mean']:.3f} [{m['ndcg@10']['ci_low']:.3f}, {m['ndcg@10']['ci_high']:.3f}]" in row
-    assert f"│ {m['hr@10']['mean']:.3f} │" in row and "other metrics: mean (CIs in metrics.json)" in out
+    assert f"{m['ndcg@10'].mean:.3f} [{m['ndcg@10'].ci_low:.3f}, {m['ndcg@10'].ci_high:.3f}]" in row
+    assert f"│ {m['hr@10'].mean:.3f} │" in row and "other metrics: mean (CIs in metrics.json)" in out
     assert len(_rows(out)) == 7 and out.count("┏") == 1  # 7 slices (all, 3 history, 3 popularity): was 42 rows
 
 
 def test_recbench_plus_empty_and_equal_metrics_are_one_line(recbench_plus, capsys):
-    assert list(recbench_plus["breakdown"]["query_type"]) == ["explicit", "implicit", "misinformed", "interest"]
+    assert list(recbench_plus.breakdown["query_type"]) == ["explicit", "implicit", "misinformed", "interest"]
     f = fold(recbench_plus)
     assert f.shown[0] == "recall"
     assert {"hallucination_rate", "duplicate_rate"} <= set(f.empty)  # "—" on every slice
@@ -199,11 +201,11 @@ def test_sweep_table_lists_a_failed_job_last(perrec, tmp_path):
     root = tmp_path / "sweep"
     ok = root / "perrec/none/bm25_history/default"
     ok.mkdir(parents=True)
-    (ok / "metrics.json").write_text(json.dumps(perrec))
+    (ok / "metrics.json").write_text(json.dumps(perrec.to_dict()))
     bad = root / "perrec/gpt4o/listwise/default"
     bad.mkdir(parents=True)
     (bad / "job_failed.json").write_text(json.dumps({"error": "BackendUnavailable: server down", "exit_code": 2}))
-    from recbench.cli.summary import sweep_table
+    from recbench.cli.sweep_table import sweep_table
 
     text = "\n".join(iter_lines([sweep_table(root)]))
     rows = _rows(text)

@@ -16,7 +16,7 @@ from recbench.api.errors import ConfigError, DataError
 from recbench.api.metrics import MetricSpec
 from recbench.api.parsing import Parsed, parse_json
 from recbench.api.task import Method, ReferenceMethod, Task
-from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request
+from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request
 from recbench.stats.bootstrap import kendall_tau_ranks
 
 LEVELS = ("easy", "medium", "hard")
@@ -85,10 +85,10 @@ class ToyRank(Method):
         parsed = parse_ranking(resp.text, labels)
         by_label = {lab: it["id"] for lab, it in zip(labels, items)}
         ranked = [by_label[lab] for lab in parsed.value] if parsed.ok else None
-        details: dict[str, Any] = {"note": parsed.note}
-        if order is not None:  # audited: display order and ranking for recbench.audits.order
-            details.update(shown=[it["id"] for it in items], ranked=ranked)
-        return Outcome(prediction={"order": ranked}, parse_status=parsed.status, details=details)
+        # audited: display order and ranking for recbench.audits.order
+        display = Display([it["id"] for it in items], ranked) if order is not None else None
+        return Outcome(prediction={"order": ranked}, parse_status=parsed.status, details={"note": parsed.note},
+                       display=display)
 
 
 class ToyPopular(ReferenceMethod):

@@ -9,7 +9,7 @@ import numpy as np
 
 from recbench.api.task import Method, ReferenceMethod, TaskView
 from recbench.tasks.llmrec import settings
-from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request, SamplingParams
+from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, SamplingParams
 from recbench.tasks.llmrec.views import (LLMRecTaskView, RankTaskView, ReviewTaskView,  # noqa: F401
                                          _run_seed, _seed_for)
 from recbench.tasks.llmrec.rank_baselines import ItemKNN, Popularity, PureSVD, RandomRank  # noqa: F401
@@ -129,8 +129,8 @@ class ZeroShot(Method[LLMRecTaskView]):
         if how is not None:
             outcome.details = {**outcome.details, "ranking_from": how}
         if audited:  # the display order (slot order) and the ranking, for recbench.audits.order
-            outcome.details = {**outcome.details, "shown": list(example.data["candidates"]),
-                               "ranked": list(outcome.prediction) if outcome.prediction else None}
+            outcome.display = Display(list(example.data["candidates"]),
+                                      list(outcome.prediction) if outcome.prediction else None)
         return outcome
 
 

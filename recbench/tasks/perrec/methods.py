@@ -10,7 +10,7 @@ from typing import Any, Callable, Generator, Optional
 import numpy as np
 
 from recbench.api.parsing import Parsed, parse_choice, parse_json, parse_number
-from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request, Response
+from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, Response
 from recbench.tasks.perrec.prompting import (PAIR_CHOICES, PAIR_CONSTRAINT, PKG, RATING_CHOICES,  # noqa: F401
                                              RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, aggregate_status, borda,
                                              majority, presentation_order, worst_status)
@@ -161,7 +161,7 @@ class Pairwise(PerRecMethod):
         status = worst_status(statuses)
         order = None if status == "failed" else [u["user_id"] for u in ranked]
         return Outcome(prediction={"order": order}, parse_status=status,  # type: ignore[arg-type]
-                       details={**stats, "order_pairs": order_pairs})
+                       details=stats, order_pairs=order_pairs)
 
 
 LABELS = [f"User {c}" for c in string.ascii_uppercase]
@@ -251,8 +251,7 @@ class Listwise(PerRecMethod):
                             f"borda over {len(good)}/{len(parsed_all)} parsed samples")
         by_label = dict(zip(labels, users))
         order = [by_label[lab]["user_id"] for lab in parsed.value] if parsed.ok else None
-        details: dict[str, Any] = {"note": parsed.note}
-        if order_k is not None:  # audited: the display order (slot order) and the ranking, for recbench.audits.order
-            details.update(shown=[u["user_id"] for u in users], ranked=order)
+        # audited: the display order (slot order) and the ranking, for recbench.audits.order
+        display = Display([u["user_id"] for u in users], order) if order_k is not None else None
         return Outcome(prediction={"order": order, "labels": dict(zip(labels, [u["user_id"] for u in users]))},
-                       parse_status=parsed.status, details=details)
+                       parse_status=parsed.status, details={"note": parsed.note}, display=display)

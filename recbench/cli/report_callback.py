@@ -30,7 +30,7 @@ class ReportCallback(Callback):
         _LAST["sweep_dir"] = Path(str(config.hydra.sweep.dir))
         sweep_dir = Path(str(config.hydra.sweep.dir))
         try:  # one side-by-side table of the sweep's runs (each job printed one line)
-            from recbench.cli.summary import print_sweep
+            from recbench.cli.sweep_table import print_sweep
 
             print_sweep(sweep_dir)
         except Exception as e:  # noqa: BLE001 - like the report, the table must not fail a finished sweep

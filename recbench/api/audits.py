@@ -1,0 +1,179 @@
+"""The one interface of a validity audit, and its registry.
+
+An audit declares what it needs and what it contributes to a run, as hooks of one `Audit` subclass registered with
+`register` (like a metric): refusals before the run dir is written (`check`), a wrapper around the method
+(`wrap`), example labels before the loop (`label`), extra requests after it (`extra_requests`, handed the run's own
+loop through `AuditRun`), its metrics.json block (`aggregate`), a plan-mode note (`plan_note`), a terminal line
+(`terminal_line`) and report tables as declared data (`tables`). The run (recbench/run/audit_calls.py), the terminal
+summary and the report call every audit through these hooks only; none of them names an audit. Every module of the
+`recbench.audits` package is imported on first use, so a new audit is one module there (and its test).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+#: the package whose modules register the audits
+AUDITS_PACKAGE = "recbench.audits"
+
+
+@dataclass
+class AuditRun:
+    """What the run hands an audit after its loop: the run's parts, its records, and the means to ask more."""
+
+    cfg: Any
+    task: Any
+    method: Any  # the run's method, audit wrappers included
+    examples: list[Any]
+    run_dir: Path
+    cache: Any
+    backend: Any  # the backend object given in code (tests, benchmarks), else None: built from cfg.model
+    records: list[Any]  # the run's finished records of these examples
+    decode: Callable[..., tuple[list[Any], Any]]  # decode(method, backend, factory, store_dir) -> (records, stats)
+    lazy_backend: Callable[[Any], Any]  # a model config -> a backend built on first use (run/construct.LazyBackend)
+
+
+@dataclass
+class Extra:
+    """What an audit's extra requests contribute: metrics.json blocks and the loop counters of those requests."""
+
+    blocks: dict[str, Any]
+    stats: Any  # run/loop.LoopStats of the extra requests (added to this invocation's counters)
+
+
+class Block:
+    """A typed metrics.json audit block: a dataclass whose fields are the block's keys (each with a default, so a
+    block written by an older recbench reads too); `from_dict` reads the file form, nested blocks included."""
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Any:
+        """The block from its metrics.json form (unknown keys ignored; a non-object gives None)."""
+        if not isinstance(d, dict):
+            return None
+        hints = typing.get_type_hints(cls)
+        return cls(**{f.name: _typed(hints[f.name], d[f.name]) for f in dataclasses.fields(cls) if f.name in d})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The metrics.json form."""
+        return dataclasses.asdict(self)
+
+
+def _typed(tp: Any, v: Any) -> Any:
+    """v (a JSON value) read as type tp: nested Blocks, lists and dicts of them, Optional ones; other values as is."""
+    if v is None:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Union:
+        inner = [a for a in args if a is not type(None)]
+        return _typed(inner[0], v) if len(inner) == 1 else v
+    if isinstance(tp, type) and issubclass(tp, Block):
+        return tp.from_dict(v)
+    if origin is dict and isinstance(v, dict):
+        return {k: _typed(args[1], x) for k, x in v.items()}
+    if origin is list and isinstance(v, list):
+        return [_typed(args[0], x) for x in v]
+    return v
+
+
+class Audit:
+    """A validity audit: every hook does nothing by default; a subclass overrides the ones it needs."""
+
+    #: its name and its metrics.json extra key
+    key: str = ""
+    #: where it comes among the audits (lower first): the order of wrappers, blocks, lines and tables
+    rank: int = 100
+    #: its block's typed record, by extra key (one audit may write several blocks)
+    blocks: dict[str, type[Block]] = {}
+    #: its report tables, declared as data (recbench.report.presentation.AuditTable)
+    tables: tuple[Any, ...] = ()
+
+    def enabled(self, cfg: Any) -> bool:
+        """True when the run's config asks for this audit."""
+        return False
+
+    def check(self, cfg: Any, method: Any, backend: Any) -> None:
+        """Refuse (ConfigError) a config the audit cannot run, before the run dir is written."""
+
+    def wrap(self, task: Any, method: Any, cfg: Any) -> Any:
+        """The method the run drives (the method itself, or a wrapper asking more per example)."""
+        return method
+
+    def label(self, cfg: Any, task: Any, examples: list[Any], run_dir: str | Path, model: Any) -> list[Any]:
+        """The examples, labelled before the loop (`model`: the backend or its config identity; None: no model)."""
+        return examples
+
+    def prepare_task(self, cfg: Any, task: Any) -> None:
+        """Adjust the task before aggregation (e.g. one more breakdown key)."""
+
+    def extra_requests(self, run: AuditRun) -> Optional[Extra]:
+        """Requests asked after the run's loop, and the blocks they give (None: none)."""
+        return None
+
+    def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, Any]:
+        """metrics.json extra blocks from the run's records ({} when they carry nothing of this audit); called for
+        every registered audit, since records may carry an audit's details without the audit asked for."""
+        return {}
+
+    def plan_note(self, cfg: Any, unique_requests: int) -> Optional[str]:
+        """What plan mode says about this audit's requests (None: nothing)."""
+        return None
+
+    def terminal_line(self, extra: dict[str, Any]) -> Optional[str]:
+        """The audit in one terminal line from a run's metrics.json extra (None when the run has no block)."""
+        return None
+
+
+_REGISTRY: dict[str, Audit] = {}
+_SCANNED: list[bool] = []
+
+
+def register(audit: Audit) -> Audit:
+    """Register an audit under its key (a second registration of a key replaces the first)."""
+    if not audit.key:
+        raise ValueError(f"{type(audit).__name__}: an audit needs a key (its metrics.json extra key)")
+    _REGISTRY[audit.key] = audit
+    return audit
+
+
+def unregister(key: str) -> None:
+    """Remove an audit from the registry (a test's example audit, after the test)."""
+    _REGISTRY.pop(key, None)
+
+
+def registered() -> list[Audit]:
+    """Every registered audit, by rank (then registration order: the package's modules in name order, then any
+    other)."""
+    if not _SCANNED:
+        _SCANNED.append(True)
+        package = importlib.import_module(AUDITS_PACKAGE)
+        for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            importlib.import_module(f"{AUDITS_PACKAGE}.{m.name}")
+    return sorted(_REGISTRY.values(), key=lambda a: a.rank)
+
+
+def enabled(cfg: Any) -> list[Audit]:
+    """The audits the config asks for."""
+    return [a for a in registered() if a.enabled(cfg)]
+
+
+def terminal_lines(extra: dict[str, Any]) -> list[str]:
+    """Every audit's terminal line for a run's metrics.json extra."""
+    return [line for line in (a.terminal_line(extra) for a in registered()) if line]
+
+
+def declared_tables() -> list[Any]:
+    """Every audit's declared report tables, in registration order."""
+    return [t for a in registered() for t in a.tables]
+
+
+def block_of(extra: dict[str, Any], key: str) -> Any:
+    """A run's audit block under `key` as its registered typed record (None when the run has none)."""
+    for a in registered():
+        if key in a.blocks:
+            return a.blocks[key].from_dict(extra.get(key))
+    return None

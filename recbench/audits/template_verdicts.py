@@ -1,0 +1,193 @@
+"""Verdicts of a pair of template-audited runs under each template: the paired comparison
+(`recbench.stats.verdicts.compare_pair`) computed on each template's per-example values, each template its own family;
+the terminal table (`recbench.compare`) and the report table (declared as `VERDICT_TABLE`)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from recbench.audits.template_blocks import KEY
+from recbench.report.audit_tables import AuditCell, cell
+from recbench.report.presentation import AuditTable
+from recbench.report.tables import Table, _header, method_label
+
+
+def _template_system(s: Any, j: int) -> Any:
+    """A recbench.stats.verdicts.System whose per-example values are template j's metrics (its order-0 display)."""
+    import dataclasses
+
+    per_run = [{r.id: r for r in run.samples()} for run in s.runs]
+    names = list(s.values)
+    values = {}
+    for m in names:
+        rows = []
+        for p in per_run:
+            row = []
+            for i in s.ids:
+                t = p[i].details.get(KEY, {}).get("templates", []) if isinstance(p[i].details, dict) else []
+                v = t[j]["metrics"].get(m) if j < len(t) else None
+                row.append(math.nan if v is None else float(v))
+            rows.append(row)
+        values[m] = np.array(rows, dtype=float)
+    return dataclasses.replace(s, values=values)
+
+
+def audited_templates(s: Any) -> int:
+    """K of a system whose every run was template-audited (metrics.json extra.template_audit), else 0."""
+    ks = [int((r.result.extra.get(KEY) or {}).get("templates") or 0) if r.result is not None else 0 for r in s.runs]
+    return min(ks) if ks else 0
+
+
+def template_verdicts(systems: Sequence[Any], *, metrics: Optional[Sequence[str]] = None, correction: str = "holm",
+                      alpha: float = 0.05, seed: int = 0, n_resamples: Optional[int] = None) -> list[Any]:
+    """For every pair of template-audited systems of one task: the paired comparison under each template j (records
+    with slice 'template=j', one family per (task, metric, template) over the pairs, corrected like compare)."""
+    from recbench.stats.verdicts import compare_pair, correct, refine_monte_carlo
+
+    audited = [(s, audited_templates(s)) for s in systems]
+    audited = [(s, k) for s, k in audited if k >= 2]
+    out = []
+    for (a, ka), (b, kb) in ((x, y) for i, x in enumerate(audited) for y in audited[i + 1:]):
+        if a.task != b.task or not set(a.ids) & set(b.ids):
+            continue
+        for j in range(min(ka, kb)):
+            at, bt = _template_system(a, j), _template_system(b, j)
+            names = [m for m in (metrics or [m for m in a.values if m in b.values]) if m in at.values and m in bt.values]
+            for c in compare_pair(at, bt, metrics=names, slices=False, seed=seed, n_resamples=n_resamples):
+                c.slice = f"template={j}"
+                c.noise_floor = c.below_noise_floor = None  # a noise floor is measured on the runs' own prompt only
+                out.append(c)
+    if out:
+        correct(out, method=correction, alpha=alpha)
+        if n_resamples is None:
+            refine_monte_carlo(out, method=correction, alpha=alpha, seed=seed)
+    return out
+
+
+def verdict_kept(records: Sequence[Any]) -> list[dict[str, Any]]:
+    """Per (pair, metric): whether the sign of the difference and the verdict (which run is better, or n.s.) are the
+    same under every template as under template 0."""
+    groups: dict[tuple[str, str, str], dict[int, Any]] = {}
+    for c in records:
+        groups.setdefault((c.run_a, c.run_b, c.metric), {})[int(c.slice.split("=", 1)[1])] = c
+    out = []
+    for (a, b, m), by_t in groups.items():
+        ks = sorted(by_t)
+        base = by_t[ks[0]]
+        signs = [int(np.sign(by_t[k].diff)) if math.isfinite(by_t[k].diff) else 0 for k in ks]
+        out.append({"run_a": a, "run_b": b, "metric": m, "templates": len(ks),
+                    "diff": [by_t[k].diff for k in ks], "p_adjusted": [by_t[k].p_adjusted for k in ks],
+                    "verdict": [by_t[k].verdict for k in ks],
+                    "sign_kept": len(set(signs)) == 1,
+                    "verdict_kept": all(by_t[k].verdict == base.verdict for k in ks)})
+    return out
+
+
+def template_verdicts_of_paths(paths: Sequence[Any], *, metrics: Optional[Sequence[str]] = None,
+                               correction: str = "holm", alpha: float = 0.05, seed: int = 0,
+                               pool_seeds_: bool = False, n_resamples: Optional[int] = None) -> list[Any]:
+    """template_verdicts over the runs under the paths ([] when fewer than two were template-audited)."""
+    from recbench.stats.verdicts import load_systems
+
+    systems = load_systems(paths, pool_seeds_=pool_seeds_)
+    if sum(audited_templates(s) >= 2 for s in systems) < 2:
+        return []
+    return template_verdicts(systems, metrics=metrics, correction=correction, alpha=alpha, seed=seed,
+                             n_resamples=n_resamples)
+
+
+def print_template_verdicts(records: Sequence[Any], console: Any = None) -> None:
+    """One table per pair of template-audited runs: per metric, the difference and verdict under each template, and
+    whether the sign and the verdict are kept under every template."""
+    if not records:
+        return
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=min(120, Console().width) if sys.stdout.isatty() else 120)
+    kept = verdict_kept(records)
+    k = max(r["templates"] for r in kept)
+    c0 = records[0]
+    console.print(f"verdicts under each prompt template (audit.templates; template 0 = the runs' own prompt): the paired "
+                  f"comparison of the template's per-example metrics, {c0.correction} within each family = one metric "
+                  "and template, over its pairs of runs; 'kept' = the same sign / verdict under every template",
+                  highlight=False)
+    by_pair: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in kept:
+        by_pair.setdefault((r["run_a"], r["run_b"]), []).append(r)
+    for (a, b), rows in by_pair.items():
+        t = Table(title=f"templates: a = {a}  vs  b = {b}", title_justify="left")
+        t.add_column("metric", no_wrap=True)
+        for j in range(k):
+            t.add_column(f"t{j} diff", justify="right", no_wrap=True)
+            t.add_column(f"t{j} verdict", overflow="fold")
+        t.add_column("sign kept")
+        t.add_column("verdict kept")
+        for r in rows:
+            cells = [r["metric"]]
+            for j in range(k):
+                if j < len(r["diff"]):
+                    v = {f"{a} better": "a better", f"{b} better": "b better"}.get(r["verdict"][j], r["verdict"][j])
+                    d = r["diff"][j]
+                    cells += ["-" if not math.isfinite(d) else f"{d:.3f}", v]
+                else:
+                    cells += ["-", "-"]
+            cells += ["yes" if r["sign_kept"] else "no", "yes" if r["verdict_kept"] else "no"]
+            t.add_row(*cells)
+        console.print(t)
+
+
+def template_verdict_table(runs: list[Any]) -> Optional[Any]:
+    """One row per pair of template-audited runs of one task (headline metric, all examples): the difference and
+    verdict under each template, and whether the sign and the verdict are kept under every template."""
+    from recbench.stats.verdicts import CompareError, load_systems
+
+    audited = [r for r in runs if isinstance(r.result.extra.get(KEY), dict)]
+    if len(audited) < 2:
+        return None
+    try:
+        systems = load_systems([r.dir for r in audited], pool_seeds_=True)
+    except CompareError:
+        return None
+    heads = {r.task: r.result.headline_metric for r in audited}
+    recs = [c for task, metric in heads.items()
+            for c in template_verdicts([s for s in systems if s.task == task], metrics=[metric])]
+    if not recs:
+        return None
+    kept = verdict_kept(recs)
+    by_dir = {str(r.dir.resolve()): f"{r.model} · {method_label(r.method, '')}" for r in audited}
+    name = {s.label: by_dir.get(str(s.runs[0].dir.resolve()), s.label) for s in systems}
+    k_max = max(r["templates"] for r in kept)
+    cols: list[tuple[str, str]] = []
+    for j in range(k_max):
+        cols += [(f"template {j}", "diff (a − b)"), (f"template {j}", "verdict")]
+    cols += [("under every template", "sign kept"), ("under every template", "verdict kept")]
+    rows = []
+    for r in kept:
+        cells = []
+        for j in range(k_max):
+            v = r["verdict"][j] if j < len(r["verdict"]) else None
+            if v is not None:
+                v = {f"{r['run_a']} better": "a better", f"{r['run_b']} better": "b better"}.get(v, v)
+            cells += [cell(r["metric"], r["diff"][j] if j < len(r["diff"]) else None),
+                      AuditCell(metric="verdict", shown=v)]
+        cells += [AuditCell(metric="sign_kept", shown="yes" if r["sign_kept"] else "no"),
+                  AuditCell(metric="verdict_kept", shown="yes" if r["verdict_kept"] else "no")]
+        rows.append(([name.get(r["run_a"], r["run_a"]), name.get(r["run_b"], r["run_b"]), r["metric"]], cells))
+    caption = ("Paired verdicts under each prompt template (runs asked with audit.templates=K): for every pair of "
+               "template-audited runs of one task, the headline's paired comparison computed on the per-example "
+               "values of each template (recbench.stats.verdicts.compare_pair; Holm within each family = one metric "
+               "and template, over its pairs of runs); 'verdict kept' = the same verdict (which run is better, or n.s.) "
+               "under every template as under template 0, 'sign kept' = the same sign of the difference. python -m "
+               "recbench.compare <these runs> prints the same records.")
+    return Table(id="template-verdicts", title="Verdicts under each prompt template", caption=caption,
+                 row_header=["run a", "run b", "metric"], header=_header(cols), columns=cols, rows=rows,
+                 section="validity-audit")
+
+
+VERDICT_TABLE = AuditTable(id="template-verdicts", title="Verdicts under each prompt template", caption="",
+                           build=template_verdict_table)

@@ -1,0 +1,119 @@
+"""The per-example records of a run dir: `CallRecord`, `SampleRecord` (samples.jsonl), `ErrorRecord` (errors.jsonl),
+and `SchemaError`, the one error of a run-dir file that cannot be read."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+from recbench.store.redact import redact_url
+
+
+class SchemaError(ValueError):
+    """A run dir that cannot be read: names the file and what to do."""
+
+
+def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
+def _float(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+# ---- per-example records -----------------------------------------------------------------------------
+@dataclass
+class CallRecord:
+    """One model call of an example: answer text, finish reason, tokens, cache use, prompt hash."""
+
+    key: str
+    purpose: str = "answer"
+    response: str = ""
+    finish_reason: str = "stop"
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: Optional[float] = None
+    prompt: Optional[str] = None  # hash of the messages in prompts.jsonl
+    error: Optional[str] = None
+    messages: Optional[list[dict[str, str]]] = None  # filled by readers that ask for prompts
+    endpoint: Optional[str] = None  # the server that answered (several servers for one model), URL secrets masked
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "CallRecord":
+        """From a samples.jsonl call entry."""
+        return CallRecord(**_known(CallRecord, d))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The samples.jsonl form (optional fields only when set; messages never: they live in prompts.jsonl)."""
+        out: dict[str, Any] = {"key": self.key, "purpose": self.purpose, "response": self.response,
+                               "finish_reason": self.finish_reason, "cached": self.cached,
+                               "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+        if self.latency_s is not None:
+            out["latency_s"] = round(self.latency_s, 4)
+        if self.prompt is not None:
+            out["prompt"] = self.prompt
+        if self.error is not None:
+            out["error"] = self.error
+        if self.endpoint is not None:
+            out["endpoint"] = redact_url(self.endpoint)
+        return out
+
+
+@dataclass
+class SampleRecord:
+    """One finished example: prediction, parse status, per-example metrics (None = undefined), model calls."""
+
+    id: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    prediction: Any = None
+    parse_status: str = "ok"  # ok | repaired | failed
+    details: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Optional[float]] = field(default_factory=dict)
+    calls: list[CallRecord] = field(default_factory=list)
+    truth: Any = None  # what the answer is scored against (Task.truth); None in run dirs written before it existed
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "SampleRecord":
+        """From one samples.jsonl line."""
+        if "id" not in d:
+            raise SchemaError("a samples.jsonl record has no 'id'")
+        for key, kind in (("meta", dict), ("details", dict), ("metrics", dict), ("calls", list)):
+            if d.get(key) is not None and not isinstance(d[key], kind):
+                raise SchemaError(f"'{key}' is a {type(d[key]).__name__}, not a {kind.__name__}")
+        return SampleRecord(id=str(d["id"]), meta=d.get("meta") or {}, prediction=d.get("prediction"),
+                            parse_status=d.get("parse_status", "ok"), details=d.get("details") or {},
+                            metrics=d.get("metrics") or {},
+                            calls=[CallRecord.from_dict(c) for c in d.get("calls") or []], truth=d.get("truth"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The samples.jsonl form (`truth` only when the task gives one)."""
+        out = {"id": self.id, "meta": self.meta, "prediction": self.prediction, "parse_status": self.parse_status,
+               "details": self.details, "metrics": self.metrics, "calls": [c.to_dict() for c in self.calls]}
+        if self.truth is not None:
+            out["truth"] = self.truth
+        return out
+
+    def value(self, metric: str) -> float:
+        """A per-example metric as a float (NaN when undefined or absent)."""
+        return _float(self.metrics.get(metric))
+
+
+@dataclass
+class ErrorRecord:
+    """An example abandoned after a backend error (the next run retries it)."""
+
+    id: str
+    error: str
+    calls: list[CallRecord] = field(default_factory=list)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "ErrorRecord":
+        """From one errors.jsonl line."""
+        return ErrorRecord(id=str(d["id"]), error=str(d.get("error", "")),
+                           calls=[CallRecord.from_dict(c) for c in d.get("calls") or []])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The errors.jsonl form."""
+        return {"id": self.id, "error": self.error, "calls": [c.to_dict() for c in self.calls]}

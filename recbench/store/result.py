@@ -1,0 +1,189 @@
+"""The typed result of a run: `RunResult` (metrics.json) and its parts (`MetricSummary`, `SliceResult`, `Counts`),
+`Aggregate` (what the loop's aggregation gives), and `PlanResult` (plan.json).
+
+Version history of metrics.json: 1 = the first layout (no metric_info / cluster_by); 2 = adds metric_info and
+cluster_by.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from recbench.store.records import SchemaError, _float, _known
+
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+
+# ---- the run result (metrics.json) --------------------------------------------------------------------
+@dataclass
+class MetricSummary:
+    """A metric over a set of examples: mean, bootstrap CI, defined and undefined counts."""
+
+    mean: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    n: int = 0
+    n_undefined: int = 0
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "MetricSummary":
+        """From metrics.json (None = NaN)."""
+        return MetricSummary(mean=_float(d.get("mean")), ci_low=_float(d.get("ci_low")), ci_high=_float(d.get("ci_high")),
+                             n=int(d.get("n") or 0), n_undefined=int(d.get("n_undefined") or 0))
+
+
+@dataclass
+class SliceResult:
+    """The metrics of one breakdown value (e.g. difficulty=easy)."""
+
+    n: int
+    metrics: dict[str, MetricSummary]
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "SliceResult":
+        """From metrics.json."""
+        return SliceResult(n=int(d.get("n") or 0),
+                           metrics={k: MetricSummary.from_dict(v) for k, v in (d.get("metrics") or {}).items()})
+
+
+@dataclass
+class Counts:
+    """Example, parse, call and token counts of a run (all its records, not only this invocation)."""
+
+    examples: int = 0
+    parsed: int = 0
+    parse_ok: int = 0
+    parse_repaired: int = 0
+    parse_failed: int = 0
+    parse_failure_rate: Optional[float] = None
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    backend_errors: int = 0
+    finish_length: int = 0  # answers cut by the token limit
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Counts":
+        """From metrics.json."""
+        return Counts(**_known(Counts, d))
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """What the aggregation of a run's records gives (run/loop.py `aggregate`): a RunResult's measured part."""
+
+    headline_metric: str
+    metrics: dict[str, MetricSummary]
+    breakdown: dict[str, dict[str, SliceResult]]
+    counts: Counts
+    extra: dict[str, Any]
+    metric_info: dict[str, dict[str, Any]]
+    cluster_by: Optional[str] = None
+
+
+@dataclass
+class RunResult:
+    """metrics.json: what a run measured, typed."""
+
+    task: dict[str, Any]
+    model: str
+    method: str
+    headline_metric: str
+    metrics: dict[str, MetricSummary]
+    breakdown: dict[str, dict[str, SliceResult]] = field(default_factory=dict)
+    counts: Counts = field(default_factory=Counts)
+    extra: dict[str, Any] = field(default_factory=dict)
+    complete: bool = False
+    run_dir: str = ""
+    this_invocation: dict[str, Any] = field(default_factory=dict)
+    cost: Optional[dict[str, Any]] = None
+    metric_info: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> direction, binary, aggregation
+    cluster_by: Optional[str] = None  # example-meta key of the resampling unit; None = the example
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def task_name(self) -> str:
+        """The task's name."""
+        return str(self.task.get("name", ""))
+
+    @staticmethod
+    def of(agg: Aggregate, *, task: dict[str, Any], model: str, method: str, complete: bool, run_dir: str,
+           this_invocation: dict[str, Any], backend_errors: int = 0, extra: Optional[dict[str, Any]] = None,
+           cost: Optional[dict[str, Any]] = None) -> "RunResult":
+        """The result of a run from its aggregate, the audits' blocks (`extra`, after the aggregate's) and cost."""
+        counts = Counts(**{**asdict(agg.counts), "backend_errors": backend_errors})
+        return RunResult(task=task, model=model, method=method, headline_metric=agg.headline_metric,
+                         metrics=agg.metrics, breakdown=agg.breakdown, counts=counts,
+                         extra={**agg.extra, **(extra or {})}, complete=complete, run_dir=run_dir,
+                         this_invocation=this_invocation, cost=cost, metric_info=agg.metric_info,
+                         cluster_by=agg.cluster_by)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any], where: str = "metrics.json") -> "RunResult":
+        """From metrics.json content; refuses versions this reader does not know, naming the file."""
+        v = d.get("schema_version")
+        if v not in READABLE_VERSIONS:
+            raise SchemaError(f"{where}: schema_version {v!r} is not readable by this recbench (reads "
+                              f"{', '.join(map(str, READABLE_VERSIONS))}); upgrade recbench, or rerun the same command "
+                              "to rebuild metrics.json from samples.jsonl")
+        try:
+            return RunResult(
+                task=dict(d["task"]), model=str(d.get("model", "none")), method=str(d["method"]),
+                headline_metric=str(d.get("headline_metric", "")),
+                metrics={k: MetricSummary.from_dict(s) for k, s in (d.get("metrics") or {}).items()},
+                breakdown={key: {val: SliceResult.from_dict(b) for val, b in vals.items()}
+                           for key, vals in (d.get("breakdown") or {}).items()},
+                counts=Counts.from_dict(d.get("counts") or {}), extra=d.get("extra") or {},
+                complete=bool(d.get("complete", False)), run_dir=str(d.get("run_dir", "")),
+                this_invocation=d.get("this_invocation") or {}, cost=d.get("cost"),
+                metric_info=d.get("metric_info") or {}, cluster_by=d.get("cluster_by"), schema_version=int(v))
+        except (KeyError, TypeError, ValueError) as e:
+            raise SchemaError(f"{where}: malformed ({type(e).__name__}: {e}); rerun the same command to rebuild it") from e
+
+    def to_dict(self) -> dict[str, Any]:
+        """The metrics.json form (schema_version first)."""
+        d = asdict(self)
+        return {"schema_version": SCHEMA_VERSION, **{k: v for k, v in d.items() if k != "schema_version"}}
+
+
+# ---- plan.json -------------------------------------------------------------------------------------------
+@dataclass
+class PlanResult:
+    """plan.json (mode=plan): requests, tokens, cached share, context overflows and cost, without calling a model."""
+
+    task: str
+    model: str
+    method: str
+    examples: int
+    already_finished: int
+    requests: int = 0
+    requests_exact: bool = True
+    unique_requests: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    prompt_tokens_uncached: int = 0
+    max_prompt_tokens: int = 0
+    max_completion_tokens: int = 0
+    over_context: int = 0
+    context_length: Optional[int] = None
+    tokenizer: str = "none"
+    cost: Optional[dict[str, Any]] = None
+    cost_uncached: Optional[dict[str, Any]] = None
+    power: Optional[dict[str, Any]] = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cached_share(self) -> Optional[float]:
+        """Share of the unique requests already in the response cache."""
+        return self.cached / self.unique_requests if self.unique_requests else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan.json form."""
+        return {"schema_version": SCHEMA_VERSION, **asdict(self), "cached_share": self.cached_share}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "PlanResult":
+        """From plan.json."""
+        return PlanResult(**_known(PlanResult, d))
