@@ -283,6 +283,11 @@ class Task(abc.ABC):
         declared in metric_specs). Optional."""
         return {}
 
+    def plan_power(self, examples: Sequence[Example], alpha: float, power: float, effect: float) -> Optional[dict]:
+        """The power row of `mode=plan` when the task's headline test is not the paired comparison of two runs over
+        its units (e.g. two independent samples within one run); None: the paired plan applies."""
+        return None
+
 
 def side_by_side(gens: Sequence[MethodGen]) -> MethodGen:
     """Drive several method generators together: each step yields the union of their pending requests; returns their

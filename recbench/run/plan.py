@@ -153,7 +153,7 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
              examples=len(examples), already_finished=len(examples) - len(todo))
     if not uses_model:
         p.notes.append("this method needs no model: no requests, no cost")
-        p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
+        p.power = power_plan(cfg, task, run_dir, examples)
         return p
     backend_cfg = cfg.model.get("backend") or {}
     model_name = str(backend_cfg.get("name") or cfg.model.name)
@@ -170,9 +170,9 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
         p.notes.append("adaptive method: later rounds were simulated with empty answers for uncached requests, "
                        "so the request count is an estimate")
     p.notes += audit_calls.plan_notes(cfg, p.unique_requests)  # e.g. the noise floor's second decode
-    p.power = power_plan(cfg, task, run_dir, n_units=len(examples))
+    p.power = power_plan(cfg, task, run_dir, examples)
     if p.power and p.power["power_at_effect"] < float(cfg.plan.power):
-        p.notes.append(f"warning: with n={p.power['n']} the smallest paired difference detectable at "
+        p.notes.append(f"warning: with n={p.power['n']} the smallest difference detectable at "
                        f"{float(cfg.plan.power):.0%} power is {p.power['mdd']:.3f} > plan.effect={p.power['effect']}: "
                        "raise limit or plan a larger effect")
     price = cfg.model.get("price")
@@ -186,12 +186,17 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     return p
 
 
-def power_plan(cfg: DictConfig, task: Any, run_dir: str | Path, n_units: int) -> dict[str, Any]:
-    """Minimum detectable paired difference of the headline metric at plan.power / plan.alpha for n units, with the
-    sd of paired differences from earlier runs of the task (the runs root beside this run dir) or plan.sd."""
+def power_plan(cfg: DictConfig, task: Any, run_dir: str | Path, examples: list) -> dict[str, Any]:
+    """Minimum detectable paired difference of the headline metric at plan.power / plan.alpha over the examples, with
+    the sd of paired differences from earlier runs of the task (the runs root beside this run dir) or plan.sd; a task
+    whose headline test is another one plans it itself (Task.plan_power)."""
     from recbench.stats.planning import paired_sd_from_runs
     from recbench.stats.power import min_detectable_difference, power
 
+    own = task.plan_power(examples, float(cfg.plan.alpha), float(cfg.plan.power), float(cfg.plan.effect))
+    if own is not None:
+        return own
+    n_units = len(examples)
     metric = task.headline_metric
     root = Path(run_dir).parents[2] if len(Path(run_dir).parents) > 2 else None
     got = None
@@ -232,10 +237,14 @@ def print_plan(p: Plan) -> None:
     ]
     if p.power:
         w = p.power
-        rows += [(f"min detectable paired diff of {w['metric']} ({w['power']:.0%} power, alpha {w['alpha']})",
-                  f"{w['mdd']:.3f}  (n={w['n']}, sd={w['sd']:.3f})"),
+        paired = w.get("n_control") is None
+        size = f"n={w['n']}, sd={w['sd']:.3f}" if paired else f"n={w['n']} real + {w['n_control']} control"
+        rows += [(f"min detectable {'paired ' if paired else ''}diff of {w['metric']} ({w['power']:.0%} power, "
+                  f"alpha {w['alpha']})", f"{w['mdd']:.3f}  ({size})"),
                  (f"power for a difference of {w['effect']}", f"{w['power_at_effect']:.1%}"),
-                 ("sd of paired differences from", w["sd_source"])]
+                 ("sd of paired differences from" if paired else "test", w["sd_source"] if paired else w["test"])]
+        if not paired:
+            rows.append(("assumption", w["sd_source"]))
     for k, v in rows:
         t.add_row(k, v)
     con = Console(width=max(100, Console().width))

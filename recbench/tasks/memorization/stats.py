@@ -44,3 +44,26 @@ def difference_summary(k1: int, n1: int, k0: int, n0: int, alpha: float) -> dict
         p = fisher_greater(k1, n1, k0, n0)
         diff.update(estimate=k1 / n1 - k0 / n0, ci_low=float(lo), ci_high=float(hi), p_value=p, flagged=p < alpha)
     return {"real": rate_summary(k1, n1, alpha), "control": rate_summary(k0, n0, alpha), "difference": diff}
+
+
+def two_sample_power(n_real: int, n_control: int, p_control: float, alpha: float, power: float,
+                     effect: float) -> dict[str, Any]:
+    """Power of the probe's own test, real against control items as two independent samples, one-sided (the normal
+    approximation on Cohen's h, statsmodels NormalIndPower): the smallest coverage - control detectable with `power`
+    and the power at `effect`, when the control rate is p_control."""
+    import math
+
+    from statsmodels.stats.power import NormalIndPower
+    from statsmodels.stats.proportion import proportion_effectsize
+
+    if n_real < 2 or n_control < 2:
+        raise ValueError(f"the probe's power needs at least 2 real and 2 control items, got {n_real} and {n_control}")
+    solver, ratio = NormalIndPower(), n_control / n_real
+    h = float(solver.solve_power(nobs1=n_real, ratio=ratio, alpha=alpha, power=power, alternative="larger"))
+    p1 = min(1.0, math.sin(min(math.pi / 2, math.asin(math.sqrt(p_control)) + h / 2)) ** 2)
+    at = min(1.0, p_control + effect)
+    h_at = float(proportion_effectsize(at, p_control))
+    return {"test": "two independent samples (real vs control items), one-sided", "n": n_real,
+            "n_control": n_control, "mdd": p1 - p_control, "effect": effect, "alpha": alpha, "power": power,
+            "power_at_effect": float(solver.power(h_at, nobs1=n_real, ratio=ratio, alpha=alpha, alternative="larger")),
+            "sd": None, "sd_source": f"no sd: proportions, with the control rate assumed {p_control:.3f}"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 from omegaconf import DictConfig
 
@@ -25,7 +25,7 @@ from recbench.tasks.memorization.catalogue import Catalogue, read_catalogue
 from recbench.tasks.memorization.control import control_catalogue, fabricate_ids, history_lengths, seeded
 from recbench.tasks.memorization.matching import base_title, similarity, title_forms
 from recbench.tasks.memorization.probes import PROBES, Probe
-from recbench.tasks.memorization.stats import difference_summary
+from recbench.tasks.memorization.stats import difference_summary, two_sample_power
 
 SETS = ("real", "control")
 
@@ -316,6 +316,14 @@ class MemorizationTask(Task):
         s["chance"] = (1.0 / int(self.probe.cfg.n_choices)
                        if self.probe is not None and "n_choices" in self.probe.cfg else None)
         return s
+
+    def plan_power(self, examples: Sequence[Example], alpha: float, power: float, effect: float) -> Optional[dict]:
+        """The probe compares two independent samples (real and control items), not two runs over paired units."""
+        n = {s: sum(1 for e in examples if e.meta.get("set") == s) for s in SETS}
+        chance = (1.0 / int(self.probe.cfg.n_choices)
+                  if self.probe is not None and "n_choices" in self.probe.cfg else 0.0)
+        return {"metric": "coverage - control",
+                **two_sample_power(n["real"], n["control"], chance, alpha, power, effect)}
 
     def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
         """extra.memorization (the contrast of real and control) and the lines the terminal summary prints."""
