@@ -67,6 +67,7 @@ def _significant(b: ContaminationBlock) -> Optional[str]:
 
 CONTAMINATION_TABLE = AuditTable(
     id="contamination", title="Contamination split: the headline on recalled and not-recalled items", key=BLOCK,
+    section="contamination",
     columns=(AuditColumn("probe", "method", lambda b: f"{b.probe_method} ({b.probe_task})", "text", "probe"),
              AuditColumn("probe", "coverage", lambda b: b.probe.get("coverage"), metric="coverage"),
              AuditColumn("examples", "recalled", lambda b: b.examples.get("yes"), "int", "examples"),

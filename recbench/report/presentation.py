@@ -131,6 +131,8 @@ class Presentation:
     order: int = 99
     tables: tuple[TableSpec, ...] = (TableSpec(per_task=True),)
     plots: tuple[Callable[[Any, Any, str], list[Any]], ...] = ()  # (cells DataFrame, ReportView, benchmark) -> Plots
+    # tables of what the benchmark's runs record besides metrics (metrics.json extra): (its runs) -> Table or None
+    run_tables: tuple[Callable[[list[Any]], Any], ...] = ()
 
     @property
     def subset_keys(self) -> tuple[str, ...]:

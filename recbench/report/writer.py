@@ -52,6 +52,11 @@ class Report:
     audit_tables: list[Table] = field(default_factory=list)  # order audits (audit.orders=K, pairwise both orders)
 
 
+#: the report sections of the audits' declared tables (AuditTable.section), in report order
+AUDIT_SECTIONS = {"order-audit": "Order audits", "validity-audit": "Template and noise-floor audits",
+                  "contamination": "Contamination split"}
+
+
 def headline_metrics(runs: list[ReportedRun]) -> dict[str, str]:
     """Task -> the headline metric its runs declare."""
     return {r.task: r.result.headline_metric for r in runs}
@@ -74,7 +79,9 @@ def build_report(paths: Iterable[str | Path], config_keys: Optional[ConfigKeys] 
     plots = all_plots(agg, view)
     sections = [Section("summary", "Cross-benchmark summary", [t for t in tables if t.section == "summary"])]
     for b in view.benchmarks:
+        mine = [r for r in runs if r.presentation.benchmark == b]
         ts = [t for t in tables if t.section == b]
+        ts += [t for build in (mine[0].presentation.run_tables if mine else ()) if (t := build(mine)) is not None]
         ps = [p for p in plots if p.section == b]
         if ts or ps:
             sections.append(Section(b, view.title(b), ts, ps))
@@ -89,11 +96,9 @@ def build_report(paths: Iterable[str | Path], config_keys: Optional[ConfigKeys] 
         sig = Significance()
     add_expected_rows(tables, runs)  # after the significance letters: an exact expectation is not a compared row
     audits = audit_tables(runs)
-    if [t for t in audits if t.section == "order-audit"]:
-        sections.append(Section("order-audit", "Order audits", [t for t in audits if t.section == "order-audit"]))
-    if [t for t in audits if t.section == "validity-audit"]:  # audit.templates, audit.noise (docs/validity.md)
-        sections.append(Section("validity-audit", "Template and noise-floor audits",
-                                [t for t in audits if t.section == "validity-audit"]))
+    for section, title in AUDIT_SECTIONS.items():  # docs/validity.md
+        if [t for t in audits if t.section == section]:
+            sections.append(Section(section, title, [t for t in audits if t.section == section]))
     if sig.tables:
         sections.append(Section("comparisons", "Paired comparisons", sig.tables, sig.plots))
     return Report(runs, cells, agg, tables, plots, sections, paths, sig, failed_jobs(paths), audits)

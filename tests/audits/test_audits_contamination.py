@@ -252,6 +252,8 @@ def test_compare_and_report_show_the_split(planted_probe, tmp_path):
     row = next(cells for labels, cells in t.rows if labels[2].startswith("listwise"))
     assert row[2].mean == a["examples"]["yes"] and row[6].mean == pytest.approx(a["clean"]["mean"])
     assert row[7].mean == pytest.approx(a["gap"]["diff"]) and row[9].shown == "yes"
+    section = next(s for s in rep.sections if t in s.tables)  # its own heading, not the template/noise audits'
+    assert (section.id, section.title) == ("contamination", "Contamination split")
 
 
 def test_unprobed_examples_are_said_so(tmp_path):

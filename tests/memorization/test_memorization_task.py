@@ -143,3 +143,21 @@ def test_an_answer_copied_from_the_prompt_is_not_a_recall(tmp_path):
     m, _ = probe(tmp_path, ["method=id_to_title", "limit=20"],
                     ScriptedBackend(lambda req: req.messages[-2][1]))
     assert m["metrics"]["copied"]["mean"] == 1.0 and m["metrics"]["recalled"]["mean"] == 0.0
+
+
+def test_the_report_shows_the_probe_verdict_the_terminal_prints(tmp_path):
+    """The report's contrast table: Wilson rates, the Newcombe difference, Fisher p and the verdict, the same numbers as
+    metrics.json extra.memorization (which the terminal prints)."""
+    from recbench.report.writer import build_report, table_markdown
+
+    m, _ = probe(tmp_path, ["method=id_to_title", "limit=20"], PlantedMemory(bundled_items()))
+    report = build_report([tmp_path / "run"])
+    section = next(s for s in report.sections if s.id == "memorization")
+    table = next(t for t in section.tables if t.id == "memorization-contrast")
+    (_, cells), = table.rows
+    d = m["extra"]["memorization"]["difference"]
+    assert cells[0].mean == 1.0 and (cells[0].ci_low, cells[0].ci_high) == pytest.approx((0.722, 1.0), abs=5e-4)
+    assert cells[1].mean == 0.0 and cells[1].ci_high > 0  # Wilson, not a bootstrap [0, 0]
+    assert (cells[2].mean, cells[2].ci_low, cells[2].ci_high) == (d["estimate"], d["ci_low"], d["ci_high"])
+    assert cells[3].text == f"{d['p_value']:.3g}" and cells[4].text == "FLAGGED"
+    assert "Fisher p (one-sided)" in table_markdown(table)
