@@ -100,11 +100,17 @@ def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, 
                           "t": np.array([keys[j][1] for j in idx], np.int64)})
         item = con.execute("SELECT k.idx, sum(r.rating), count(r.rating) FROM k LEFT JOIN r ON r.item_id = k.item_id "
                            "AND r.ts < k.t GROUP BY k.idx ORDER BY k.idx").fetchall()
-        before = con.execute("""WITH byts AS (SELECT ts, count(*) AS n, sum(rating) AS s FROM r GROUP BY ts),
-            cum AS (SELECT ts, sum(n) OVER (ORDER BY ts) AS cn, sum(s) OVER (ORDER BY ts) AS cs FROM byts)
-            SELECT k.idx, cum.cn, cum.cs FROM k ASOF LEFT JOIN cum ON k.t > cum.ts ORDER BY k.idx""").fetchall()
+        before = dict.fromkeys((j for j, _, n in item if not n), (0, 0.0))
+        if before:  # rare: no earlier rating of the item; the running totals over time, built once per database
+            con.execute("""CREATE TEMP TABLE IF NOT EXISTS cum AS
+                WITH byts AS (SELECT ts, count(*) AS n, sum(rating) AS s FROM r GROUP BY ts)
+                SELECT ts, sum(n) OVER (ORDER BY ts) AS cn, sum(s) OVER (ORDER BY ts) AS cs FROM byts""")
+            k = k[k["idx"].isin(list(before))]
+            before = {j: (cn, cs) for j, cn, cs in con.execute(
+                "SELECT k.idx, cum.cn, cum.cs FROM k ASOF LEFT JOIN cum ON k.t > cum.ts").fetchall()}
         n_all, s_all = con.execute("SELECT count(*), sum(rating) FROM r").fetchone()
-        for (j, s, n), (_, cn, cs) in zip(item, before):
+        for j, s, n in item:
+            cn, cs = before.get(j, (0, 0.0))
             out[j] = s / n if n else (cs / cn if cn else s_all / max(n_all, 1))
     return out.tolist()
 
