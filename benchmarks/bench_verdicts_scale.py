@@ -6,7 +6,8 @@ Writes two run dirs with the project's own writer (recbench.store.runstore.RunSt
 2, 3 and 4 users (easy, medium, hard), popularity and history slices as a real run has them, PTC of two rankers that
 share part of their error (paired units), then runs `python -m recbench.compare A B --metric ptc` and
 `python -m recbench.report A B` as separate processes under `/usr/bin/time -v` and `prlimit --as` (a memory limit),
-printing wall time, peak RSS, the load average and the verdict figures as they are measured. Results:
+printing wall time, CPU time (user + system: what the wall time would be on an idle core, the commands being
+single-threaded), peak RSS, the load average and the verdict figures as they are measured. Results:
 benchmarks/results/bench_verdicts_scale.json. Targets (issue 29): compare under 30 s and 1 GB, report under 60 s
 and 2 GB.
 """
@@ -83,7 +84,8 @@ def measure(cmd: list[str], limit: int) -> dict:
     p = subprocess.run(full, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     wall = time.perf_counter() - t
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
-    return {"cmd": " ".join(cmd), "rc": p.returncode, "wall_s": round(wall, 1),
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", p.stderr))
+    return {"cmd": " ".join(cmd), "rc": p.returncode, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
             "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None, "load": os.getloadavg(),
             "stdout": p.stdout, "stderr_tail": p.stderr[-3000:]}
 
@@ -107,7 +109,7 @@ def main() -> int:
              "report": [py, "-m", "recbench.report", str(ra), str(rb), "-o", str(out / "report")]}
     for name, cmd in steps.items():
         r = measure(cmd, a.limit_bytes)
-        print(f"{name}: rc {r['rc']}, wall {r['wall_s']} s, peak RSS {r['peak_rss_mb']} MB, load "
+        print(f"{name}: rc {r['rc']}, wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS {r['peak_rss_mb']} MB, load "
               f"{' '.join(f'{x:.1f}' for x in r['load'])}", flush=True)
         if r["rc"] != 0:
             print(r["stderr_tail"], flush=True)
