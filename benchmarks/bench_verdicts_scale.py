@@ -97,16 +97,22 @@ def main() -> int:
     ap.add_argument("--out", help="folder for the two runs (default: a temporary one)")
     ap.add_argument("--limit-bytes", type=int, default=8_000_000_000)
     ap.add_argument("--json", default=str(ROOT / "benchmarks/results/bench_verdicts_scale.json"))
+    ap.add_argument("--steps", default="compare,report", help="which of compare,report to measure")
     a = ap.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_verdicts_"))
     t = time.perf_counter()
-    ra, rb = synthesize(out, a.groups)
-    print(f"synthesized 2 runs of {a.groups} groups in {time.perf_counter() - t:.1f} s under {out}", flush=True)
+    if all((out / n / "metrics.json").is_file() for n in ("bm25_history", "random")):
+        ra, rb = out / "bm25_history", out / "random"  # written by an earlier call with the same --out
+        print(f"reusing the 2 runs under {out}", flush=True)
+    else:
+        ra, rb = synthesize(out, a.groups)
+        print(f"synthesized 2 runs of {a.groups} groups in {time.perf_counter() - t:.1f} s under {out}", flush=True)
     py = sys.executable
     results = {"groups": a.groups, "limit_bytes": a.limit_bytes, "command": " ".join(sys.argv)}
     steps = {"compare": [py, "-m", "recbench.compare", str(ra), str(rb), "--metric", "ptc",
                          "--json", str(out / "verdicts.json")],
              "report": [py, "-m", "recbench.report", str(ra), str(rb), "-o", str(out / "report")]}
+    steps = {k: v for k, v in steps.items() if k in a.steps.split(",")}
     for name, cmd in steps.items():
         r = measure(cmd, a.limit_bytes)
         print(f"{name}: rc {r['rc']}, wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS {r['peak_rss_mb']} MB, load "
