@@ -6,7 +6,8 @@ Writes two run dirs with the project's own writer (recbench.store.runstore.RunSt
 2, 3 and 4 users (easy, medium, hard), popularity and history slices as a real run has them, PTC of two rankers that
 share part of their error (paired units), then runs `python -m recbench.compare A B --metric ptc` and
 `python -m recbench.report A B` as separate processes under `/usr/bin/time -v` and `prlimit --as` (a memory limit),
-printing wall time, peak RSS, the load average and the verdict figures as they are measured. Results:
+printing wall time, CPU time (user + system: what the wall time would be on an idle core, the commands being
+single-threaded), peak RSS, the load average and the verdict figures as they are measured. Results:
 benchmarks/results/bench_verdicts_scale.json. Targets (issue 29): compare under 30 s and 1 GB, report under 60 s
 and 2 GB.
 """
@@ -83,7 +84,8 @@ def measure(cmd: list[str], limit: int) -> dict:
     p = subprocess.run(full, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     wall = time.perf_counter() - t
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
-    return {"cmd": " ".join(cmd), "rc": p.returncode, "wall_s": round(wall, 1),
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", p.stderr))
+    return {"cmd": " ".join(cmd), "rc": p.returncode, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
             "peak_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None, "load": os.getloadavg(),
             "stdout": p.stdout, "stderr_tail": p.stderr[-3000:]}
 
@@ -95,19 +97,25 @@ def main() -> int:
     ap.add_argument("--out", help="folder for the two runs (default: a temporary one)")
     ap.add_argument("--limit-bytes", type=int, default=8_000_000_000)
     ap.add_argument("--json", default=str(ROOT / "benchmarks/results/bench_verdicts_scale.json"))
+    ap.add_argument("--steps", default="compare,report", help="which of compare,report to measure")
     a = ap.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_verdicts_"))
     t = time.perf_counter()
-    ra, rb = synthesize(out, a.groups)
-    print(f"synthesized 2 runs of {a.groups} groups in {time.perf_counter() - t:.1f} s under {out}", flush=True)
+    if all((out / n / "metrics.json").is_file() for n in ("bm25_history", "random")):
+        ra, rb = out / "bm25_history", out / "random"  # written by an earlier call with the same --out
+        print(f"reusing the 2 runs under {out}", flush=True)
+    else:
+        ra, rb = synthesize(out, a.groups)
+        print(f"synthesized 2 runs of {a.groups} groups in {time.perf_counter() - t:.1f} s under {out}", flush=True)
     py = sys.executable
     results = {"groups": a.groups, "limit_bytes": a.limit_bytes, "command": " ".join(sys.argv)}
     steps = {"compare": [py, "-m", "recbench.compare", str(ra), str(rb), "--metric", "ptc",
                          "--json", str(out / "verdicts.json")],
              "report": [py, "-m", "recbench.report", str(ra), str(rb), "-o", str(out / "report")]}
+    steps = {k: v for k, v in steps.items() if k in a.steps.split(",")}
     for name, cmd in steps.items():
         r = measure(cmd, a.limit_bytes)
-        print(f"{name}: rc {r['rc']}, wall {r['wall_s']} s, peak RSS {r['peak_rss_mb']} MB, load "
+        print(f"{name}: rc {r['rc']}, wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS {r['peak_rss_mb']} MB, load "
               f"{' '.join(f'{x:.1f}' for x in r['load'])}", flush=True)
         if r["rc"] != 0:
             print(r["stderr_tail"], flush=True)

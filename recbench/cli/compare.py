@@ -165,7 +165,8 @@ def print_margin_table(comparisons: Sequence[Comparison], correction: str, conso
     same = _pair_tables(console, MARGIN_COLS, pairs, title="margin: ")
     rows = [r for rs in pairs.values() for r in rs]
     shared = "".join(f"; {MARGIN_COLS[i]}: {rows[0][i]}" for i in same if MARGIN_COLS[i] != "metric")
-    for line in (f"p eq = TOST p, the larger one-sided p of diff <= -{margins} and of diff >= +{margins}{shared}",
+    for line in (f"p eq = TOST p, the larger one-sided p of diff <= -{margins} and of diff >= +{margins}; "
+                 f"equiv = equivalent (p eq adj < alpha){shared}",
                  *dict.fromkeys(noninferiority_direction(c.metric, c.direction, c.margin) for c in comps),
                  "to test a against b instead, swap the two run arguments",
                  f"adj = {correction} within each family (one metric and slice, over its pairs of runs), TOST and "

@@ -171,7 +171,7 @@ def test_compare_margin_matches_statsmodels_tost_and_holm(tmp_path, capsys):
     assert by[("a", "b", "loss", "all")]["noninferior"]  # the same data as a loss: b non-inferior as well
     assert by[("a", "c", "loss", "all")]["noninferior"] is False
     # the terminal shows the columns, the margin and the family rule, and says why 'count' has no NI verdict
-    for text in ("equivalence within ±0.15", "p eq adj", "equivalent", "p ni adj", "b non-inf",
+    for text in ("equivalence within ±0.15", "p eq adj", "equiv = equivalent", "p ni adj", "b non-inf",
                  "holm within each family (one metric and slice", "no non-inferiority verdict for count"):
         assert text in out, text
     print(f"\na vs b score: diff {ab['diff']:.3f}, p_equivalence {ab['p_equivalence']:.4g} (statsmodels "
