@@ -19,7 +19,7 @@ def fast_help() -> str:
 
     conf = resources.files("recbench.conf")
     lines = ["usage: python -m recbench [group=option ...] [key=value ...]      (one run; -m for a sweep)",
-             "       python -m recbench list models|tasks|methods [--task T] [--paper P]",
+             "       python -m recbench list models|tasks|methods|metrics [--task T] [--paper P]",
              "       python -m recbench doctor",
              "", "Config groups (group=option):"]
 
