@@ -74,3 +74,11 @@ def test_most_common_rating_of_a_slice_breaks_ties_as_counter_does():
     for lo, end in [(0, 1), (0, 2), (5, 9), (10, 30), (0, 400), (17, 23)] + spans:
         want = Counter(rating[lo:end].tolist()).most_common(1)[0][0]
         assert r.most_common(lo, end) == want == most_common(rating[lo:end]), (lo, end)
+
+
+def test_the_pandas_fallback_reader_builds_the_same_examples(monkeypatch):
+    from recbench.tasks.perrec import columnar
+
+    fast = [e.data.materialize() for e in load_examples.__wrapped__.uncached(SAMPLE, 4, 20)]
+    monkeypatch.setattr(columnar, "_arrow_table", lambda path: None)  # as for a file pyarrow cannot read cleanly
+    assert [e.data.materialize() for e in load_examples.__wrapped__.uncached(SAMPLE, 4, 20)] == fast

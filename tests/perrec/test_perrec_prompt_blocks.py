@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import recbench.api.prompts as prompts_mod
 import recbench.tasks.perrec.methods as pm
+import recbench.tasks.perrec.prompting as pp
 from recbench.run.construct import build_task
 from recbench.api.types import Example, Response
 from tests.helpers import compose_cfg
@@ -57,8 +58,8 @@ def test_each_user_block_rendered_once_per_example_and_shared_by_methods(monkeyp
                 return t.render(**kw)
         return Counting()
 
-    monkeypatch.setattr(pm, "get_template", counting)
-    pm._BLOCKS.clear()
+    monkeypatch.setattr(pp, "get_template", counting)
+    pp._BLOCKS.clear()
     m = _method("pairwise")
     gen = m.run(ex)
     reqs, n_prompts = next(gen), 0

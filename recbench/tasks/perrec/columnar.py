@@ -85,6 +85,12 @@ def _codes(column) -> tuple[np.ndarray, np.ndarray]:
     return names[order], rank[enc.indices.to_numpy(zero_copy_only=False)]
 
 
+def _text_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique ids, code per row) of an array of id strings."""
+    names, codes = np.unique(values.astype(str), return_inverse=True)
+    return names.astype(object), codes.astype(np.int64)
+
+
 def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratings:
     """The ratings file as sorted columns; `pandas_reader(path)` is the checked fallback (DataError on bad lines)."""
     tbl = _arrow_table(path)
@@ -99,14 +105,12 @@ def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratin
         if missing:
             raise DataError(f"{path}: missing field(s) {missing}; present: {list(df.columns)}. "
                             "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
-        import pyarrow as pa
-
-        tbl = pa.table({c: pa.array(df[c].astype(str).tolist()) for c in ("user_id", "item_id")})
         rating, ts = df["rating"].to_numpy(np.float64), df["timestamp"].to_numpy(np.float64)
+        (users, ucode), (items, icode) = (_text_codes(df[c].astype(str).to_numpy()) for c in ("user_id", "item_id"))
         del df
-    users, ucode = _codes(tbl["user_id"])
-    items, icode = _codes(tbl["item_id"])
-    del tbl
+    else:
+        (users, ucode), (items, icode) = _codes(tbl["user_id"]), _codes(tbl["item_id"])
+        del tbl
     order = np.lexsort((ts, ucode))  # stable: file order among equal (user, time)
     ucode = ucode[order]
     ptr = np.searchsorted(ucode, np.arange(len(users) + 1)).astype(np.int64)
