@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 import logging
 import math
 import pkgutil
@@ -47,8 +46,8 @@ def family(name: str) -> str:
 def task_packages() -> list[str]:
     """The names of the task packages under recbench.tasks (folders, in name order): found as plug-ins by name, so
     api/ never imports the benchmarks it serves."""
-    spec = importlib.util.find_spec("recbench.tasks")
-    return sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations) if m.ispkg)
+    tasks_pkg = importlib.import_module("recbench.tasks")
+    return sorted(m.name for m in pkgutil.iter_modules(tasks_pkg.__path__) if m.ispkg)
 
 
 def import_task_module(package: str, module: str = "task") -> Any:
