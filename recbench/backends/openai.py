@@ -3,15 +3,15 @@ one server or several of the same model (each request to the one with the fewest
 
 The HTTP client is a plain keep-alive pool (`recbench.backends.transport`: aiohttp, else httpx); the `openai`
 SDK is not used, because its per-request CPU cost was several times the latency of a local server
-(benchmarks/bench_openai_client.py measures both). The wire format is in `openai_wire`, the choice of server and the
-server-down rule in `openai_routing`; this module holds the request window and the retry policy.
+(benchmarks/bench_openai_client.py measures both). The wire format is in `openai_wire`; each request's attempts
+(retries, the choice of server, the server-down rule) in `openai_routing`; this module holds the configuration and
+the window of requests in flight.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import functools
-import json
 import logging
 import os
 import random
@@ -25,15 +25,8 @@ from recbench.api.types import Request, Response
 from recbench.backends.base import Backend, BackendUnavailable
 from recbench.backends.endpoints import Endpoint, check_served, is_hosted, server_identity, split_base_urls, split_url
 from recbench.backends.openai_routing import EndpointRouting
-from recbench.backends.openai_wire import (  # noqa: F401 - _parse: the name some callers use
-    CONSTRAINT_MODES,
-    _api_key,
-    _Failure,
-    _loop_running_here,
-    _parse,
-    _run_in_thread,
-    build_payload,
-)
+from recbench.backends.openai_wire import (  # noqa: F401 - _Failure, _parse: the names callers use
+    CONSTRAINT_MODES, _api_key, _Failure, _loop_running_here, _parse, _run_in_thread)
 from recbench.backends.quirks import check_quirks
 from recbench.backends.retry import RetryPolicy
 from recbench.backends.transport import available as transport_available
@@ -274,80 +267,6 @@ class OpenAIBackend(EndpointRouting, Backend):
                 t.cancel()
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _one(self, req: Request) -> Response:
-        """One request with its retries, each attempt at the endpoint `_acquire` picks. A retryable failure uses one
-        of its `max_retries` (a connection failure waits at most down_after_s / 4), except a connection failure at an
-        endpoint that looks down (`max_consecutive_failures` in a row), the request's first connection failure at an
-        endpoint while another is not known to be down, and any failure of a probe sent to a drained endpoint while
-        others were up: those go again at once
-        where a server is up, or, with none up, probe again every down_after_s / 4, without using the budget, until
-        a server answers or `_send` declares every one down, so dead servers stop the run (exit 2) instead of
-        abandoning examples one by one."""
-        body = json.dumps(build_payload(self, req), ensure_ascii=False).encode()
-        last: Optional[_Failure] = None
-        attempts = used = 0
-        t_start = time.monotonic()
-        where = self._endpoints[0]
-        refused_here: set[int] = set()  # endpoints where this request met a connection failure
-        while True:
-            attempts += 1
-            ep, probe, volunteer = await self._acquire()
-            where = ep
-            try:
-                return await self._attempt(ep, body, probe)
-            except _Failure as f:
-                last = f
-            if not last.retryable:
-                break
-            # a connection failure is free once per server while another server may be up (a request that breaks
-            # every connection it is sent on still runs out of retries)
-            elsewhere = last.connection and id(ep) not in refused_here and any(
-                e is not ep and not e.down for e in self._endpoints)
-            if last.connection:
-                refused_here.add(id(ep))
-            if volunteer or elsewhere or (last.connection and ep.consecutive >= self.max_consecutive_failures):
-                # a server that looks down, the first failure here of several servers, or a probe of a drained
-                # one: the retry budget untouched
-                self.stats["probes"] += 1
-                if not self._any_up():
-                    await asyncio.sleep(self.down_after_s / 4)
-                continue
-            if used >= self.policy.max_retries:
-                break
-            self.stats["retries"] += 1
-            delay = self.policy.delay(used, last.retry_after, self._rng)
-            if last.connection:  # no HTTP answer: retry soon (elsewhere at once), so a dead server is seen in time
-                delay = 0.0 if self._any_up() else min(delay, self.down_after_s / 4)
-            await asyncio.sleep(delay)
-            used += 1
-        assert last is not None
-        self.stats["gave_up"] += 1
-        what = f"HTTP {last.status}" if last.status is not None else "no HTTP status"
-        msg = (f"openai backend: POST {where.public}/chat/completions (model {self.model}) failed after "
-               f"{attempts} attempt(s) in {time.monotonic() - t_start:.1f}s; last error: {what}: {last}")
-        return Response(error=self._scrub(msg), latency_s=time.monotonic() - t_start)
-
-    async def _attempt(self, ep: Endpoint, body: bytes, probe: bool) -> Response:
-        """One attempt at `ep`: the parsed answer, or _Failure (counted by its HTTP status)."""
-        t0 = time.monotonic()
-        ep.in_flight += 1
-        try:
-            resp = _parse(await self._send(ep, body, probe))
-            resp.latency_s = time.monotonic() - t0
-            if len(self._endpoints) > 1:  # which server answered (masked like every URL recbench writes)
-                resp.endpoint = ep.public
-            ep.answered += 1
-            self.stats["successes"] += 1
-            return resp
-        except _Failure as f:
-            if f.status is not None:
-                self.stats[f"status_{f.status}"] += 1
-            if f.status == 200:
-                self.stats["malformed"] += 1
-            raise
-        finally:
-            ep.in_flight -= 1
 
     def close(self) -> None:
         """Close the HTTP connections and the event loop."""

@@ -1,18 +1,22 @@
-"""Which server takes each attempt of the openai backend, and when servers are down: fewest requests in flight among
-the servers that are up, drained servers probed again after a doubling wait, a server down after
-`max_consecutive_failures` connection failures in a row and `down_after_s` without an answer, the run stopped
-(BackendUnavailable) when every one is down or refuses the requests' credentials or model."""
+"""Each request of the openai backend, attempt by attempt: its retries (what uses the retry budget and what does not),
+which server takes each attempt (fewest requests in flight among the servers that are up; drained servers probed
+again after a doubling wait), and when servers are down (`max_consecutive_failures` connection failures in a row and
+`down_after_s` without an answer); the run stops (BackendUnavailable) when every one is down or refuses the requests'
+credentials or model."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import random
 import time
 from collections import Counter
 from typing import Optional
 
+from recbench.api.types import Request, Response
 from recbench.backends.base import BackendUnavailable
 from recbench.backends.endpoints import Endpoint
-from recbench.backends.openai_wire import REFUSED_STATUSES, _error_text, _Failure
+from recbench.backends.openai_wire import REFUSED_STATUSES, _error_text, _Failure, _parse, build_payload
 from recbench.backends.retry import RetryPolicy, parse_retry_after, retryable_status
 from recbench.backends.transport import ConnectFailure, HttpReply, ReadTimeout, TransportError
 
@@ -20,7 +24,8 @@ log = logging.getLogger("recbench.backends.openai")
 
 
 class EndpointRouting:
-    """The endpoint state machine of OpenAIBackend (a mixin: the backend holds the state it reads)."""
+    """A request's attempts and the endpoint state machine of OpenAIBackend (a mixin: the backend holds the state it
+    reads)."""
 
     _endpoints: list[Endpoint]
     _secrets: list[str]
@@ -33,6 +38,81 @@ class EndpointRouting:
     timeout_s: float
     max_consecutive_failures: int
     down_after_s: float
+    _rng: random.Random
+
+    async def _one(self, req: Request) -> Response:
+        """One request with its retries, each attempt at the endpoint `_acquire` picks. A retryable failure uses one
+        of its `max_retries` (a connection failure waits at most down_after_s / 4), except a connection failure at an
+        endpoint that looks down (`max_consecutive_failures` in a row), the request's first connection failure at an
+        endpoint while another is not known to be down, and any failure of a probe sent to a drained endpoint while
+        others were up: those go again at once
+        where a server is up, or, with none up, probe again every down_after_s / 4, without using the budget, until
+        a server answers or `_send` declares every one down, so dead servers stop the run (exit 2) instead of
+        abandoning examples one by one."""
+        body = json.dumps(build_payload(self, req), ensure_ascii=False).encode()
+        last: Optional[_Failure] = None
+        attempts = used = 0
+        t_start = time.monotonic()
+        where = self._endpoints[0]
+        refused_here: set[int] = set()  # endpoints where this request met a connection failure
+        while True:
+            attempts += 1
+            ep, probe, volunteer = await self._acquire()
+            where = ep
+            try:
+                return await self._attempt(ep, body, probe)
+            except _Failure as f:
+                last = f
+            if not last.retryable:
+                break
+            # a connection failure is free once per server while another server may be up (a request that breaks
+            # every connection it is sent on still runs out of retries)
+            elsewhere = last.connection and id(ep) not in refused_here and any(
+                e is not ep and not e.down for e in self._endpoints)
+            if last.connection:
+                refused_here.add(id(ep))
+            if volunteer or elsewhere or (last.connection and ep.consecutive >= self.max_consecutive_failures):
+                # a server that looks down, the first failure here of several servers, or a probe of a drained
+                # one: the retry budget untouched
+                self.stats["probes"] += 1
+                if not self._any_up():
+                    await asyncio.sleep(self.down_after_s / 4)
+                continue
+            if used >= self.policy.max_retries:
+                break
+            self.stats["retries"] += 1
+            delay = self.policy.delay(used, last.retry_after, self._rng)
+            if last.connection:  # no HTTP answer: retry soon (elsewhere at once), so a dead server is seen in time
+                delay = 0.0 if self._any_up() else min(delay, self.down_after_s / 4)
+            await asyncio.sleep(delay)
+            used += 1
+        assert last is not None
+        self.stats["gave_up"] += 1
+        what = f"HTTP {last.status}" if last.status is not None else "no HTTP status"
+        msg = (f"openai backend: POST {where.public}/chat/completions (model {self.model}) failed after "
+               f"{attempts} attempt(s) in {time.monotonic() - t_start:.1f}s; last error: {what}: {last}")
+        return Response(error=self._scrub(msg), latency_s=time.monotonic() - t_start)
+
+    async def _attempt(self, ep: Endpoint, body: bytes, probe: bool) -> Response:
+        """One attempt at `ep`: the parsed answer, or _Failure (counted by its HTTP status)."""
+        t0 = time.monotonic()
+        ep.in_flight += 1
+        try:
+            resp = _parse(await self._send(ep, body, probe))
+            resp.latency_s = time.monotonic() - t0
+            if len(self._endpoints) > 1:  # which server answered (masked like every URL recbench writes)
+                resp.endpoint = ep.public
+            ep.answered += 1
+            self.stats["successes"] += 1
+            return resp
+        except _Failure as f:
+            if f.status is not None:
+                self.stats[f"status_{f.status}"] += 1
+            if f.status == 200:
+                self.stats["malformed"] += 1
+            raise
+        finally:
+            ep.in_flight -= 1
 
     def _up(self, ep: Endpoint) -> bool:
         """Connected since its last connection failure, and not answering 5xx to everything."""

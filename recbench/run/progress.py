@@ -184,9 +184,9 @@ class RequestProgress:
         else:
             rate = n / elapsed if elapsed > 0 and n else 0.0
             speed = "?req/s" if not rate else f"{rate:.2f}req/s" if rate >= 1 else f"{1 / rate:.2f}s/req"
+        eta_text = "?" if eta is None else ("≤" if bound else "") + tqdm.format_interval(eta)
         return {"examples": f"{self.examples_done}/{self.examples_total}", "more": "" if self.exact else "+",
-                "work": _work_text(cur), "eta": "?" if eta is None else ("≤" if bound else "") + tqdm.format_interval(eta),
-                "speed": speed}
+                "work": _work_text(cur), "eta": eta_text, "speed": speed}
 
     def close(self) -> None:
         """Draw the bar's last state (every example finished: the total is final, no '+') and release its line."""
