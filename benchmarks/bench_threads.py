@@ -3,7 +3,7 @@ README main workload (PerRecBench listwise, SmolLM2 through the hf backend, batc
 and auto (recbench/backends/threads.py), at the machine's current load and under an added load of 4 and of 8 busy
 processes that this script starts and stops itself (each lives at most --max-load-s seconds).
 
-    python benchmarks/bench_threads.py [--groups 8] [--loads 0,4,8] [--settle-s 45]
+    python benchmarks/bench_threads.py [--groups 8] [--loads 0,4,8] [--settle-s 45] [--settings 1,2,auto]
 
 Per load level the three settings run one after another (in rotated order, so none always goes first), in one process,
 with os.getloadavg() recorded before and after each; `auto` reports the thread count it chose and the load it saw.
@@ -75,15 +75,15 @@ def measure(setting: str, requests: list) -> dict[str, Any]:
             "load_after": [round(x, 2) for x in os.getloadavg()], "texts": [r.text for r in resps]}
 
 
-def run_level(rep: Report, level: int, requests: list, settle_s: float, max_load_s: float,
-              rotate: int) -> dict[str, dict[str, Any]]:
-    """The three settings under `level` added busy processes (0: the machine as it is)."""
+def run_level(rep: Report, level: int, requests: list, settle_s: float, max_load_s: float, rotate: int,
+              settings: tuple[str, ...] = SETTINGS) -> dict[str, dict[str, Any]]:
+    """The settings under `level` added busy processes (0: the machine as it is), in rotated order."""
     procs = start_load(level, max_load_s) if level else []
     try:
         if level:
             rep.note("loads", f"{level} busy processes started; waiting {settle_s:.0f} s for the load average to rise")
             time.sleep(settle_s)
-        order = SETTINGS[rotate % 3:] + SETTINGS[:rotate % 3]
+        order = settings[rotate % len(settings):] + settings[:rotate % len(settings)]
         rows: dict[str, dict[str, Any]] = {}
         for s in order:
             row = rows[s] = measure(s, requests)
@@ -104,6 +104,7 @@ def main() -> None:
     ap.add_argument("--loads", default="0,4,8", help="added busy processes per level, comma-separated")
     ap.add_argument("--settle-s", type=float, default=45.0, help="wait after starting the busy processes")
     ap.add_argument("--max-load-s", type=float, default=900.0, help="a busy process ends by itself after this")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="which of 1, 2, auto to run (each level)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_threads.json"))
     a = ap.parse_args()
     rep = Report(Path(a.out), sys.argv[1:])
@@ -113,18 +114,17 @@ def main() -> None:
                          f"{requests[0].sampling.max_tokens}, greedy")
     table = {}
     for i, level in enumerate(int(x) for x in a.loads.split(",")):
-        table[level] = run_level(rep, level, requests, a.settle_s, a.max_load_s, i)
+        table[level] = run_level(rep, level, requests, a.settle_s, a.max_load_s, i, tuple(a.settings.split(",")))
     print("\n| added busy processes | setting | threads used | load avg (1 min) before -> after | wall s | req/s | "
-          "completion tok/s | x threads=2 | same text as threads=2 |", flush=True)
+          "completion tok/s | x threads=2 (else the first) | same text |", flush=True)
     print("|---|---|---|---|---|---|---|---|---|")
     for level, rows in table.items():
-        two = rows["2"]
-        for s in SETTINGS:
-            r = rows[s]
-            same = sum(x == y for x, y in zip(r["texts"], two["texts"]))
+        base = rows.get("2") or rows[next(iter(rows))]
+        for s, r in rows.items():
+            same = sum(x == y for x, y in zip(r["texts"], base["texts"]))
             print(f"| {level} | {s} | {r['threads']} | {r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f} | "
                   f"{r['wall_s']:.1f} | {r['requests_per_s']:.3f} | {r['completion_tokens_per_s']:.1f} | "
-                  f"{r['requests_per_s'] / two['requests_per_s']:.2f} | {same}/{len(r['texts'])} |", flush=True)
+                  f"{r['requests_per_s'] / base['requests_per_s']:.2f} | {same}/{len(r['texts'])} |", flush=True)
 
 
 if __name__ == "__main__":
