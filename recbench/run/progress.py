@@ -136,10 +136,11 @@ class RequestProgress:
                 self._draw()
 
     def _heartbeat(self, stop: threading.Event, every: float) -> None:
-        """Redraw when nothing else has for `every` seconds: the clock and the batch's steps move in a log too."""
+        """Redraw when nothing else has for `every` seconds (and no burst of answers is landing): the clock and the
+        batch's steps move in a log file too."""
         while not stop.wait(every / 5):
             bar = self.bar
-            if bar is not None and time.monotonic() - self._drawn_at >= every:
+            if bar is not None and self._flush is None and time.monotonic() - self._drawn_at >= every:
                 self._draw()
 
     def _draw(self) -> None:
@@ -183,9 +184,9 @@ class RequestProgress:
         else:
             rate = n / elapsed if elapsed > 0 and n else 0.0
             speed = "?req/s" if not rate else f"{rate:.2f}req/s" if rate >= 1 else f"{1 / rate:.2f}s/req"
+        eta_text = "?" if eta is None else ("≤" if bound else "") + tqdm.format_interval(eta)
         return {"examples": f"{self.examples_done}/{self.examples_total}", "more": "" if self.exact else "+",
-                "work": _work_text(cur), "eta": "?" if eta is None else ("≤" if bound else "") + tqdm.format_interval(eta),
-                "speed": speed}
+                "work": _work_text(cur), "eta": eta_text, "speed": speed}
 
     def close(self) -> None:
         """Draw the bar's last state (every example finished: the total is final, no '+') and release its line."""
@@ -228,12 +229,14 @@ def model_label(model_cfg: Any) -> str:
 
 def announce_start(model_cfg: Any, seconds: float, load_info: Optional[dict[str, Any]] = None) -> None:
     """The one line that says which model was started, from where and how long it took (stderr, above any bar);
-    `load_info` is the backend's account of its load (hf: 'cached weights', the transformers import time)."""
+    `load_info` is the backend's account of its load (hf: 'cached weights', the transformers import time, the torch
+    threads it picked)."""
     info = load_info or {}
     how = f"{info['how']}, " if info.get("how") else ""
     imp, torch_s = float(info.get("import_s") or 0.0), float(info.get("torch_import_s") or 0.0)
     imports = (f"of it {torch_s:.1f} s importing torch and {imp:.1f} s transformers" if torch_s >= 0.1
                else f"{imp:.1f} s of it importing transformers")
     of_which = f" ({how}{imports})" if imp >= 0.1 else f" ({how[:-2]})" if how else ""
-    sys.stderr.write(f"recbench: model {model_label(model_cfg)} ready in {seconds:.1f} s{of_which}\n")
+    threads = f"; {info['threads']}" if info.get("threads") else ""  # hf: '1 thread (auto: 2 cores, load 5.2 ...)'
+    sys.stderr.write(f"recbench: model {model_label(model_cfg)} ready in {seconds:.1f} s{of_which}{threads}\n")
     sys.stderr.flush()

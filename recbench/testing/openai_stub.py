@@ -23,17 +23,23 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections import Counter, defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Optional
+
+from recbench.testing.stub_http import (  # noqa: F401 - the helpers tests import from here
+    _Server,
+    free_port,
+    get_stats,
+    handler_for,
+    refused_url,
+    reset_stats,
+)
+from recbench.testing.stub_process import StubProcess, start_stub_process  # noqa: F401 - imported from here
 
 #: faults a schedule may return: 429 (with Retry-After), 500, slow (answers after `slow_s`, past a client's
 #: timeout), truncated (200 with half a JSON body), reset (connection closed without an answer), null / empty
@@ -137,7 +143,7 @@ class StubServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.reset()
-        self.httpd = _Server((host, port), _handler(self))
+        self.httpd = _Server((host, port), handler_for(self))
         self.port = self.httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -199,25 +205,12 @@ class StubServer:
         if fault:
             with self._lock:
                 self.faults[fault] += 1
-        if fault == "401echo":
-            h._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
-                                               "code": 401}}).encode())
-            return
-        if fault == "404model":
-            h._send(404, json.dumps({"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
-                                     "type": "NotFoundError", "code": 404}).encode())
-            return
-        if fault == "429":
-            h._send(429, b'{"error":{"message":"rate limited","code":429}}',
-                    headers={"Retry-After": f"{self.retry_after_s:g}"})
-            return
-        if fault == "500":
-            h._send(500, b'{"error":{"message":"internal error","code":500}}')
-            return
-        if fault == "reset":
-            h.close_connection = True
-            h.connection.shutdown(socket.SHUT_RDWR)
-            return
+        if not _refuse(h, fault, auth, body, self.retry_after_s):
+            self._answer(h, body, messages, key, attempt, fault)
+
+    def _answer(self, h: BaseHTTPRequestHandler, body: dict, messages: list, key: str, attempt: int,
+                fault: Optional[str]) -> None:
+        """A 200 after the prompt's latency: the answer, or the fault's malformed body (not counted as paid)."""
         wait = self.slow_s if fault == "slow" else self.latency_for(key)
         if wait > 0:
             if wait != self.latency_s and fault != "slow":
@@ -262,182 +255,32 @@ class StubServer:
         self.stop()
 
 
+def _refuse(h: BaseHTTPRequestHandler, fault: Optional[str], auth: str, body: dict, retry_after_s: float) -> bool:
+    """Answer a fault that is no 200 (401echo, 404model, 429, 500, reset); False for the others."""
+    if fault == "401echo":
+        h._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
+                                           "code": 401}}).encode())
+    elif fault == "404model":
+        h._send(404, json.dumps({"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
+                                 "type": "NotFoundError", "code": 404}).encode())
+    elif fault == "429":
+        h._send(429, b'{"error":{"message":"rate limited","code":429}}', headers={"Retry-After": f"{retry_after_s:g}"})
+    elif fault == "500":
+        h._send(500, b'{"error":{"message":"internal error","code":500}}')
+    elif fault == "reset":
+        h.close_connection = True
+        h.connection.shutdown(socket.SHUT_RDWR)
+    else:
+        return False
+    return True
+
+
 def _logprobs(text: str, top: Optional[int]) -> dict:
     """OpenAI-shaped logprobs for the answer's whitespace tokens (deterministic values)."""
     toks = text.split() or [""]
     return {"content": [{"token": t, "logprob": -_unit("lp", t), "bytes": None,
                          "top_logprobs": [{"token": t, "logprob": -_unit("lp", t), "bytes": None}][: int(top or 0)]}
                         for t in toks]}
-
-
-class _Server(ThreadingHTTPServer):
-    """Thread per connection, a listen backlog deep enough for hundreds of simultaneous connects."""
-
-    daemon_threads = True
-    request_queue_size = 1024
-
-    def get_request(self):
-        """Accept with TCP_NODELAY: headers and body go out at once (no Nagle / delayed-ACK stall)."""
-        sock, addr = super().get_request()
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock, addr
-
-    def handle_error(self, request, client_address):
-        """A client that closed its connection (a run that stopped) is no server error: nothing printed."""
-        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            return
-        super().handle_error(request, client_address)
-
-
-def _handler(stub: StubServer) -> type:
-    """The request handler class bound to one StubServer."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):  # keep test output quiet
-            pass
-
-        def do_GET(self):
-            if self.path.rstrip("/").endswith("/stats"):
-                self._send(200, json.dumps(stub.stats()).encode())
-            elif self.path.split("?")[0].rstrip("/").endswith("/models"):
-                status, body = stub.models()
-                self._send(status, json.dumps(body).encode())
-            else:
-                self._send(200, b'{"status":"ok"}')
-
-        def do_POST(self):
-            n = int(self.headers.get("Content-Length", 0))
-            raw = self.rfile.read(n) or b"{}"
-            if self.path.rstrip("/").endswith("/stats/reset"):
-                stub.reset()
-                self._send(200, b'{"status":"reset"}')
-                return
-            with stub._lock:
-                stub.received += 1
-                stub.paths[self.path] += 1
-                stub.in_flight += 1
-                stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
-            try:
-                if stub._slots is None:
-                    stub._handle(self, json.loads(raw))
-                else:
-                    with stub._slots:  # a full server: wait for a slot, as requests queue on a busy GPU
-                        with stub._lock:
-                            stub.serving += 1
-                            stub.max_serving = max(stub.max_serving, stub.serving)
-                        try:
-                            stub._handle(self, json.loads(raw))
-                        finally:
-                            with stub._lock:
-                                stub.serving -= 1
-            finally:
-                with stub._lock:
-                    stub.in_flight -= 1
-
-        def _send(self, status: int, payload: bytes, headers: Optional[dict] = None):
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            try:
-                self.wfile.write(payload)
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-    return Handler
-
-
-# ---- helpers -----------------------------------------------------------------------------------------
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (bind to 0, close)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def refused_url() -> str:
-    """A loopback base URL where nothing listens: every connection is refused."""
-    return f"http://127.0.0.1:{free_port()}/v1"
-
-
-def get_stats(base_url: str, timeout: float = 10.0) -> dict[str, Any]:
-    """The counters of a stub at base_url (works across processes)."""
-    with urllib.request.urlopen(base_url.rstrip("/") + "/stats", timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-def reset_stats(base_url: str, timeout: float = 10.0) -> None:
-    """Zero the counters of a stub at base_url."""
-    req = urllib.request.Request(base_url.rstrip("/") + "/stats/reset", data=b"{}", method="POST")
-    urllib.request.urlopen(req, timeout=timeout).close()
-
-
-class StubProcess:
-    """A stub server in its own Python process; `stats()` reads its counters over HTTP."""
-
-    def __init__(self, proc: subprocess.Popen, base_url: str):
-        self.proc, self.base_url = proc, base_url
-
-    def stats(self) -> dict[str, Any]:
-        """The server's counters (paid, received, faults, ...)."""
-        return get_stats(self.base_url)
-
-    def reset(self) -> None:
-        """Zero the server's counters."""
-        reset_stats(self.base_url)
-
-    def stop(self) -> None:
-        """Terminate the server process (kill after 10 s)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-    def __enter__(self) -> "StubProcess":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def start_stub_process(*, latency_s: float = 0.0, straggler_share: float = 0.0, straggler_s: float = 3.0,
-                       fault_rate: float = 0.0, faults: tuple[str, ...] = FAULTS, retry_after_s: float = 0.2,
-                       capacity: Optional[int] = None, served_model: Optional[str] = None, port: int = 0,
-                       timeout_s: float = 60.0) -> StubProcess:
-    """Start `python -m recbench.testing.openai_stub` on a free loopback port; returns once it answers /stats."""
-    cmd = [sys.executable, "-m", "recbench.testing.openai_stub", "--port", str(port), "--latency", str(latency_s),
-           "--straggler-share", str(straggler_share), "--straggler-s", str(straggler_s), "--fault-rate",
-           str(fault_rate), "--faults", ",".join(faults), "--retry-after", str(retry_after_s)]
-    cmd += ["--capacity", str(capacity)] if capacity else []
-    cmd += ["--served-model", served_model] if served_model else []
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    t0 = time.monotonic()
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    m = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
-    if not m:
-        proc.kill()
-        raise RuntimeError(f"stub server did not start: {line.strip() or proc.stdout.read()[-2000:]}")
-    stub = StubProcess(proc, m.group(1))
-    while time.monotonic() - t0 < timeout_s:
-        try:
-            stub.stats()
-            return stub
-        except OSError:
-            time.sleep(0.05)
-    stub.stop()
-    raise RuntimeError(f"stub server at {stub.base_url} did not answer /stats within {timeout_s:g}s")
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -14,7 +14,8 @@ from backends_stub import StubServer, compose_cfg, listwise_answer  # noqa: E402
 
 from recbench.run.evaluate import run_from_config  # noqa: E402
 from recbench.backends.base import empty_answer  # noqa: E402
-from recbench.backends.openai import OpenAIBackend, _Failure, _parse  # noqa: E402
+from recbench.backends.openai import OpenAIBackend  # noqa: E402
+from recbench.backends.openai_wire import _Failure, _parse  # noqa: E402
 from recbench.backends.transport import HttpReply  # noqa: E402
 from recbench.api.types import Request, SamplingParams  # noqa: E402
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -176,3 +177,101 @@ def test_in_a_log_file_the_line_catches_up_after_a_batch_lands(capsys):
         p.request_answered()
     p.close()
     assert _bars(capsys.readouterr().err)[-1][0] == 32
+
+
+# ---- issue 30, item 1: progress that moves inside a batch ------------------------------------------------------
+class Decoding(ScriptedBackend):
+    """A scripted batch engine that reports its work as the hf backend does: a prefill, then `steps` decoding steps
+    (one row stops after each of the last rows-1 steps), then the batch's token count."""
+
+    def __init__(self, answer_fn, batch_size: int = 4, steps: int = 12, step_s: float = 0.02, prefill_s: float = 0.1):
+        super().__init__(answer_fn, batch_size=batch_size)
+        self.steps, self.step_s, self.prefill_s = steps, step_s, prefill_s
+
+    def generate(self, requests):
+        import time
+
+        from recbench.backends.decoding import batch_started
+
+        batch = batch_started(len(requests), 64)
+        time.sleep(self.prefill_s)
+        live = len(requests)
+        for k in range(self.steps):
+            time.sleep(self.step_s)
+            after = live - 1 if self.steps - k < live else live
+            batch.step(live, after)
+            live = after
+        out = super().generate(requests)
+        batch.finish(sum(r.completion_tokens for r in out))
+        return out
+
+
+LINE = re.compile(r"requests (\d+)/8 \| examples \d+/8 \|[^|]*\| (batch of 4: (?:prefill \d+ s|step (\d+)/64, (\d) "
+                  r"decoding) \| )?\[\d\d:\d\d<(≤?)([\d:]+|\?), ([\d.]+ tok/s|[^\]]+)\]")
+
+
+def test_in_a_log_file_the_batch_moves_in_whole_lines_with_an_eta_from_its_steps(tmp_path, capsys, monkeypatch):
+    from recbench.run import progress
+
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.05)  # a line at least every 50 ms while nothing lands
+    be = Decoding(reverse)
+    _run(tmp_path, ["limit=8"], be)
+    err = capsys.readouterr().err
+    assert "\r" not in err and be.batches == [4, 4]
+    states = [m.groups() for m in map(LINE.search, err.splitlines()) if m]
+    assert len(states) == len([ln for ln in err.splitlines() if "requests" in ln]) >= 6  # every bar line parsed
+    first = [s for s in states if s[0] == "0" and s[2] is not None]
+    assert first and all(s[4] == "≤" and s[6].endswith("tok/s") for s in first)  # before a batch ends: a bound
+    assert [int(s[2]) for s in first] == sorted(int(s[2]) for s in first)  # the steps only move forward
+    second = [s for s in states if s[0] == "4" and s[2] is not None]
+    assert second and all(s[4] == "" and s[5] != "?" for s in second)  # then: from the first batch's steps
+    later = [s for s in states if s[0] != "0"]  # once a batch has been timed, never a one-answer ETA (7:00:23)
+    assert all(s[4] == "" and s[5] != "?" and int(s[5][-2:]) + 60 * int(s[5][:-3]) <= 60 for s in later)
+    assert states[-1][0] == "8" and states[-1][1] is None
+
+
+def _batch(rows: int, steps: int, prefill_s: Optional[float], decode_s: float, max_tokens: int = 20):
+    """A DecodeBatch that started prefill_s + decode_s ago and has made `steps` steps."""
+    import time
+
+    from recbench.backends.decoding import DecodeBatch
+
+    b = DecodeBatch(rows, max_tokens, started=time.monotonic() - (prefill_s or 0.0) - decode_s)
+    b.steps, b.prefill_s, b.tokens = steps, prefill_s, rows * steps
+    return b
+
+
+def test_batch_eta_from_the_timed_steps_hand_computed():
+    from recbench.run.progress_eta import BatchHistory, batch_eta
+
+    done = BatchHistory()
+    first = _batch(4, 10, 1.0, 2.0)
+    first.done = True
+    done.add(first)  # 0.2 s per step, 1.0 s prefill, 10 steps a batch
+    eta, bound = batch_eta(8, done, None)
+    assert eta == pytest.approx(2 * (1.0 + 10 * 0.2), abs=0.02) and not bound
+    # a batch at step 5 after 0.5 s prefill and 1.0 s decoding: 0.2 s per step over 15 steps; prefill mean 0.75;
+    # 5 steps to go in it (1.0 s), then one more batch of 4: 0.75 + 10 x 0.2 = 2.75
+    eta, bound = batch_eta(8, done, _batch(4, 5, 0.5, 1.0))
+    assert eta == pytest.approx(1.0 + 2.75, abs=0.02) and not bound
+    # before any batch finished: the token limit (20 steps) bounds the steps of a batch
+    eta, bound = batch_eta(8, BatchHistory(), _batch(4, 5, 0.5, 1.0))
+    assert eta == pytest.approx((20 - 5) * 0.2 + (0.5 + 20 * 0.2), abs=0.02) and bound
+    assert batch_eta(8, BatchHistory(), _batch(4, 0, None, 0.0)) == (None, False)  # nothing timed yet
+
+
+def test_request_eta_waits_for_two_answers():
+    from recbench.run.progress_eta import request_eta
+
+    assert request_eta(119, 1, 211.96) is None  # one answer says nothing about the rest (issue 30's 7:00:23)
+    assert request_eta(6, 4, 8.0) == pytest.approx(12.0)
+
+
+def test_the_started_line_names_the_threads(capsys):
+    from recbench.run.progress import announce_start
+
+    announce_start(compose_cfg(["model=smollm2"]).model, 3.71, {"how": "cached weights", "import_s": 2.93,
+                                                                 "threads": "1 thread (auto: 2 cores, load 5.2 from "
+                                                                            "other processes)"})
+    assert capsys.readouterr().err.endswith("(cached weights, 2.9 s of it importing transformers); 1 thread (auto: "
+                                            "2 cores, load 5.2 from other processes)\n")
