@@ -39,6 +39,8 @@ def cell(r: dict | None) -> str:
     if r.get("cpu_s") is not None:
         wall += f" (cpu {r['cpu_s']:.0f} s)"
     rss = f"{r['peak_rss_gb']:.2f} GB" if r.get("peak_rss_gb") is not None else "-"
+    if r.get("peak_rss_gb") is None and r.get("max_tree_rss_gb"):  # killed with time: the watchdog's last poll
+        rss = f">= {r['max_tree_rss_gb']:.2f} GB (polled)"
     load = f"{r['load_start'][0]:.0f}-{r['load_end'][0]:.0f}" if r.get("load_start") else f"{r['load_end'][0]:.0f}"
     return f"{wall} | {rss} | {r['exit']} | {load}"
 
