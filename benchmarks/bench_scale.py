@@ -15,7 +15,9 @@ steps, each its own process under `/usr/bin/time -v` with a resident-memory limi
   `model.backend.concurrency=64`, an empty response cache)
 - compare: `python -m recbench.compare USER_AVG_RUN BM25_RUN --metric ptc`
 - report: `python -m recbench.report USER_AVG_RUN BM25_RUN`
-- view: `python -m recbench.view` on the stub run (the run with prompts), or the bm25 run without --steps stub
+- view: `python -m recbench.view` on the stub run (the run with prompts), or the bm25 run when there is none
+
+Order: build, the three runs, compare, report, then the stub run (the longest) and view.
 
 Each row (step, data, wall, peak RSS, exit: ok / killed / oom / error, load averages) is printed as soon as it is
 measured and the JSON (`benchmarks/results/bench_scale_<label>.json`) is rewritten after every row, so a killed or
@@ -80,16 +82,17 @@ class Bench:
         return row
 
     def save(self) -> None:
-        """Rewrite the results file: this session's rows replace earlier rows of its sizes; other sizes' rows (from
-        earlier or concurrent sessions with the same label) stay, so sizes may be measured by separate commands."""
+        """Rewrite the results file: this session's rows replace earlier rows of the same size and step; other rows (from
+        earlier or concurrent sessions with the same label) stay, so sizes and steps may be measured by separate
+        commands."""
         self.out_json.parent.mkdir(parents=True, exist_ok=True)
-        sizes = {s.strip() for s in self.a.sizes.split(",")}
+        mine = {(r["size"], r["step"]) for r in self.rows}
         with open(Path(tempfile.gettempdir()) / f"{self.out_json.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             old = json.loads(self.out_json.read_text()) if self.out_json.exists() else {}
             sessions = [x for x in old.get("sessions", []) if x.get("started") != self.meta["started"]
                         or x.get("command") != self.meta["command"]]
-            rows = [r for r in old.get("rows", []) if r.get("size") not in sizes]
+            rows = [r for r in old.get("rows", []) if (r.get("size"), r.get("step")) not in mine]
             merged = {"label": self.a.label, "sessions": [*sessions, self.meta], "rows": [*rows, *self.rows]}
             tmp = self.out_json.with_suffix(".tmp")
             tmp.write_text(json.dumps(merged, indent=1) + "\n")
@@ -221,11 +224,12 @@ def one_size(b: Bench, size: str, steps: set[str]) -> None:
         bm = run_step(b, size, "run bm25_history (cached)", built, runs / "bm25_history", cache, ["method=bm25_history"])
     else:
         ua, bm = find_run(runs / "user_avg_first"), find_run(runs / "bm25_history")
+    pair_steps(b, size, steps & {"compare", "report"}, ua, bm, None)  # before the long stub run
     if "stub" in steps:
         stub = stub_step(b, size, built, runs / "stub_listwise", cache)
     else:
         stub = find_run(runs / "stub_listwise")
-    pair_steps(b, size, steps, ua, bm, stub)
+    pair_steps(b, size, steps & {"view"}, ua, bm, stub)
     return None
 
 
@@ -248,7 +252,7 @@ def pair_steps(b: Bench, size: str, steps: set[str], ua: Path | None, bm: Path |
         else:
             b.skip(size, "report", need)
     if "view" in steps:
-        target = stub if "stub" in steps else bm
+        target = stub or bm
         if target:
             html = b.keep / "view" / f"ml-{size}-{b.a.label}.html"
             html.parent.mkdir(parents=True, exist_ok=True)

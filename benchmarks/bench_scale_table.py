@@ -13,6 +13,15 @@ import json
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ORDER = ("generate (not a recbench step)", "build", "run user_avg (first load)", "run user_avg (cached)",
+         "run bm25_history (cached)", "compare --metric ptc", "report", "stub listwise run", "view")
+
+
+def _key(k: tuple[str, str]) -> tuple[float, int, str]:
+    units = {"K": 1e3, "M": 1e6, "G": 1e9}
+    size = k[0].upper()
+    n = float(size[:-1]) * units[size[-1]] if size[-1:] in units else float(size)
+    return n, ORDER.index(k[1]) if k[1] in ORDER else len(ORDER), k[1]
 
 
 def load_rows(path: Path) -> dict[tuple[str, str], dict]:
@@ -30,6 +39,8 @@ def cell(r: dict | None) -> str:
     if r.get("cpu_s") is not None:
         wall += f" (cpu {r['cpu_s']:.0f} s)"
     rss = f"{r['peak_rss_gb']:.2f} GB" if r.get("peak_rss_gb") is not None else "-"
+    if r.get("peak_rss_gb") is None and r.get("max_tree_rss_gb"):  # killed with time: the watchdog's last poll
+        rss = f">= {r['max_tree_rss_gb']:.2f} GB (polled)"
     load = f"{r['load_start'][0]:.0f}-{r['load_end'][0]:.0f}" if r.get("load_start") else f"{r['load_end'][0]:.0f}"
     return f"{wall} | {rss} | {r['exit']} | {load}"
 
@@ -50,7 +61,7 @@ def main_table(before: dict, after: dict) -> str:
     """One row per (size, step): the before figures and the after figures side by side."""
     lines = ["| size | step | data | before: wall (cpu) | peak RSS | exit | load | after: wall (cpu) | peak RSS | exit | load |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for key in [*before, *[k for k in after if k not in before]]:
+    for key in sorted({*before, *after}, key=_key):
         b, a = before.get(key), after.get(key)
         lines.append(f"| {key[0]} | {key[1]} | {data_text(b or a)} | {cell(b)} | {cell(a)} |")
     return "\n".join(lines)
@@ -59,7 +70,7 @@ def main_table(before: dict, after: dict) -> str:
 def growth_table(rows: dict, small: str, large: str) -> str:
     """Per step: large / small for wall, CPU and peak RSS (steps that finished at both sizes)."""
     lines = [f"| step | wall {large} / {small} | cpu {large} / {small} | peak RSS {large} / {small} |", "|---|---|---|---|"]
-    for (size, step), s in rows.items():
+    for (size, step), s in sorted(rows.items(), key=lambda kv: _key(kv[0])):
         g = rows.get((large, step))
         if size != small or not g or s.get("exit") != "ok" or g.get("exit") != "ok":
             continue
