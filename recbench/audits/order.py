@@ -78,7 +78,7 @@ class OrderAudit(Method):
         first = outcomes[0]
         assert first is not None
         details = {**first.details, "audit": {"orders": per_order}}
-        return Outcome(first.prediction, first.parse_status, details, order_pairs=first.order_pairs)
+        return Outcome(first.prediction, first.parse_status, details, order_pairs=first.order_pairs, notes=first.notes)
 
 
 # ---- aggregates ---------------------------------------------------------------------------------------------
