@@ -171,10 +171,10 @@ def noise_floor_of(s: System, metric: str, slice_: str = "all") -> float | None:
     floors = []
     for run in s.runs:
         result = getattr(run, "result", None)  # a System built in code may carry no run
-        block = (result.extra if result is not None else {}).get("noise_floor")
-        if isinstance(block, dict):
-            table = block.get("metrics") if slice_ == "all" else (block.get("by_slice") or {}).get(slice_)
-            v = ((table or {}).get(metric) or {}).get("floor")
+        block = result.audits.get("noise_floor") if result is not None else None  # recbench.audits.noise's NoiseBlock
+        if block is not None:
+            shift = (block.metrics if slice_ == "all" else block.by_slice.get(slice_) or {}).get(metric)
+            v = shift.floor if shift is not None else None
             if isinstance(v, (int, float)) and math.isfinite(v):
                 floors.append(float(v))
     return max(floors) if floors else None
