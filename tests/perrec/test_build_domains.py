@@ -47,7 +47,7 @@ def test_groups_carry_their_domain_and_a_run_breaks_ptc_down_by_it(tmp_path, two
 
     cfg = compose_cfg(["task=perrec_built", f"task.data_dir={tmp_path / 'ab'}", "method=user_avg",
                        "run.progress=false", "cache.enabled=false"])
-    m = run_from_config(cfg, tmp_path / "run")
+    m = run_from_config(cfg, tmp_path / "run").to_dict()
     by_domain = m["breakdown"]["domain"]
     assert set(by_domain) == {"A", "B"} and sum(v["n"] for v in by_domain.values()) == 36
     assert list(m["breakdown"])[0] == "difficulty"
