@@ -119,6 +119,9 @@ class RunResult:
     metric_info: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> direction, binary, aggregation
     cluster_by: Optional[str] = None  # example-meta key of the resampling unit; None = the example
     schema_version: int = SCHEMA_VERSION
+    #: metrics.json's extra keys in the order they came (task values and audit blocks interleave, e.g. a task's
+    #: run_facts may give an audit's block): to_dict writes them back in it, so a read result writes the same bytes
+    extra_order: list[str] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def task_name(self) -> str:
@@ -131,12 +134,13 @@ class RunResult:
            cost: Optional[dict[str, Any]] = None) -> "RunResult":
         """The result of a run from its aggregate, the audits' blocks (`extra`, after the aggregate's) and cost."""
         counts = Counts(**{**asdict(agg.counts), "backend_errors": backend_errors})
-        own, blocks = split_extra({**agg.extra, **(extra or {})})
+        merged = {**agg.extra, **(extra or {})}
+        own, blocks = split_extra(merged)
         return RunResult(task=task, model=model, method=method, headline_metric=agg.headline_metric,
                          metrics=agg.metrics, breakdown=agg.breakdown, counts=counts,
                          extra=own, audits=blocks, complete=complete, run_dir=run_dir,
                          this_invocation=this_invocation, cost=cost, metric_info=agg.metric_info,
-                         cluster_by=agg.cluster_by)
+                         cluster_by=agg.cluster_by, extra_order=list(merged))
 
     @staticmethod
     def from_dict(d: dict[str, Any], where: str = "metrics.json") -> "RunResult":
@@ -157,16 +161,19 @@ class RunResult:
                 counts=Counts.from_dict(d.get("counts") or {}), extra=own, audits=blocks,
                 complete=bool(d.get("complete", False)), run_dir=str(d.get("run_dir", "")),
                 this_invocation=d.get("this_invocation") or {}, cost=d.get("cost"),
-                metric_info=d.get("metric_info") or {}, cluster_by=d.get("cluster_by"), schema_version=int(v))
+                metric_info=d.get("metric_info") or {}, cluster_by=d.get("cluster_by"), schema_version=int(v),
+                extra_order=list(d.get("extra") or {}))
         except (KeyError, TypeError, ValueError) as e:
             raise SchemaError(f"{where}: malformed ({type(e).__name__}: {e}); rerun the same command to rebuild it") from e
 
     def to_dict(self) -> dict[str, Any]:
         """The metrics.json form (schema_version first; the audits' blocks under extra, after the task's values)."""
         d = asdict(self)
-        d["extra"] = {**d["extra"], **{k: b.to_dict() for k, b in self.audits.items()}}
+        extra = {**d["extra"], **{k: b.to_dict() for k, b in self.audits.items()}}
+        first = [k for k in self.extra_order if k in extra]
+        d["extra"] = {k: extra[k] for k in [*first, *(k for k in extra if k not in first)]}
         return {"schema_version": SCHEMA_VERSION,
-                **{k: v for k, v in d.items() if k not in ("schema_version", "audits")}}
+                **{k: v for k, v in d.items() if k not in ("schema_version", "audits", "extra_order")}}
 
 
 # ---- plan.json -------------------------------------------------------------------------------------------
