@@ -23,7 +23,7 @@ BENCHMARK_WORDS = re.compile(r"perrec|PerRecBench|recbench_plus|RecBench\+|llmre
                              r"[\"'](pointwise|pairwise|listwise|zero_shot|bm25_history|assistant|assistant_history)[\"']",
                              re.IGNORECASE)
 #: a core module longer than this says why at its top, in a docstring line starting "Long because"
-MAX_LINES = 300
+MAX_LINES = 400
 
 
 def _module_name(path: Path) -> str:
@@ -95,7 +95,7 @@ def test_long_core_modules_say_why():
         doc = ast.get_docstring(ast.parse("\n".join(lines))) or ""
         if len(lines) > MAX_LINES and "Long because" not in doc:
             silent.append(f"{p.relative_to(PKG.parent)} ({len(lines)} lines)")
-    assert not silent, "core modules over 300 lines without 'Long because ...' in their docstring: " + ", ".join(silent)
+    assert not silent, f"core modules over {MAX_LINES} lines without 'Long because ...' in their docstring: " + ", ".join(silent)
 
 
 def test_app_is_imported_by_no_core_module():
