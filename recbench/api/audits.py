@@ -123,8 +123,8 @@ class Audit:
         """What plan mode says about this audit's requests (None: nothing)."""
         return None
 
-    def terminal_line(self, extra: dict[str, Any]) -> Optional[str]:
-        """The audit in one terminal line from a run's metrics.json extra (None when the run has no block)."""
+    def terminal_line(self, blocks: dict[str, Block]) -> Optional[str]:
+        """The audit in one terminal line from a run's typed audit blocks (RunResult.audits; None when it has none)."""
         return None
 
 
@@ -161,9 +161,9 @@ def enabled(cfg: Any) -> list[Audit]:
     return [a for a in registered() if a.enabled(cfg)]
 
 
-def terminal_lines(extra: dict[str, Any]) -> list[str]:
-    """Every audit's terminal line for a run's metrics.json extra."""
-    return [line for line in (a.terminal_line(extra) for a in registered()) if line]
+def terminal_lines(blocks: dict[str, Block]) -> list[str]:
+    """Every audit's terminal line for a run's typed audit blocks (RunResult.audits)."""
+    return [line for line in (a.terminal_line(blocks) for a in registered()) if line]
 
 
 def declared_tables() -> list[Any]:
@@ -171,9 +171,7 @@ def declared_tables() -> list[Any]:
     return [t for a in registered() for t in a.tables]
 
 
-def block_of(extra: dict[str, Any], key: str) -> Any:
-    """A run's audit block under `key` as its registered typed record (None when the run has none)."""
-    for a in registered():
-        if key in a.blocks:
-            return a.blocks[key].from_dict(extra.get(key))
-    return None
+def block_types() -> dict[str, type[Block]]:
+    """Every registered audit's typed block record, by metrics.json extra key (what recbench.store.result reads
+    metrics.json's audit blocks into and writes them from)."""
+    return {key: tp for a in registered() for key, tp in a.blocks.items()}

@@ -1,7 +1,7 @@
 """Task and Method base classes: a Task = examples + methods (request generators) + a scorer.
 
-Long because the contract a benchmark implements is one reading: Settings, the Method and ReferenceMethod bases, the
-typed task view a method asks for, the Task hooks, and side_by_side (how audits drive several methods at once)."""
+The contract a benchmark implements, read in one place: Settings, the Method and ReferenceMethod bases, the typed task
+view a method asks for, the Task hooks, and side_by_side (how audits drive several methods at once)."""
 from __future__ import annotations
 
 import abc

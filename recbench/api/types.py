@@ -131,19 +131,24 @@ class Display:
 
 @dataclass
 class Outcome:
-    """What a method concludes for one example: its prediction, how well the answer parsed, the method's own payload
-    (`details`, kept in samples.jsonl), and the payloads the audits read, declared and typed: `display` (a method
-    that declares `order_auditable`, run with order=k) and `order_pairs` (comparisons asked in both orders)."""
+    """What a method concludes for one example: its prediction, how well the answer parsed, why it was repaired or
+    failed (`notes`), the method's own payload (`details`, kept in samples.jsonl), and the payloads the audits read,
+    declared and typed: `display` (a method that declares `order_auditable`, run with order=k) and `order_pairs`
+    (comparisons asked in both orders)."""
 
     prediction: Any
     parse_status: ParseStatus = "ok"
     details: dict[str, Any] = field(default_factory=dict)
     display: Optional[Display] = None
     order_pairs: Optional[list[list[bool]]] = None  # per comparison: [the first shown won in order AB, in order BA]
+    notes: list[str] = field(default_factory=list)  # why the answer was repaired or failed; empty ones are dropped
 
     def record_details(self) -> dict[str, Any]:
-        """`details` as samples.jsonl keeps them: the method's payload, then `shown`/`ranked`, then `order_pairs`."""
-        out = dict(self.details)
+        """`details` as samples.jsonl keeps them: `notes` (when any), the method's payload, `shown`/`ranked`, then
+        `order_pairs` (store.records.SampleRecord.notes reads them back, as well as an older run's `note`)."""
+        notes = [n for n in self.notes if n]
+        out: dict[str, Any] = {"notes": notes} if notes else {}
+        out.update(self.details)
         if self.display is not None:
             out.update(shown=self.display.shown, ranked=self.display.ranked)
         if self.order_pairs is not None:

@@ -210,9 +210,9 @@ class ContaminationSplit(Audit):
         """extra.contamination."""
         return contamination_block(cfg, task, records)
 
-    def terminal_line(self, extra: dict[str, Any]) -> Optional[str]:
+    def terminal_line(self, blocks: dict[str, Any]) -> Optional[str]:
         """The gap test."""
-        return summary_line(extra)
+        return summary_line(blocks)
 
 
 register(ContaminationSplit())

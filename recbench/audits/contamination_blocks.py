@@ -87,9 +87,9 @@ CONTAMINATION_TABLE = AuditTable(
              "neither group. Coverage: the probe's share of asked catalogue items recalled."))
 
 
-def summary_line(extra: dict[str, Any]) -> Optional[str]:
+def summary_line(blocks: dict[str, Any]) -> Optional[str]:
     """The split in one terminal line (None when the run has none)."""
-    b = ContaminationBlock.from_dict(extra.get(BLOCK))
+    b = blocks.get(BLOCK)
     if b is None:
         return None
     n, g, m = b.examples, b.gap, b.metric

@@ -291,9 +291,9 @@ class NoiseFloor(Audit):
                 f"{unique_requests // (n_t * n_o)}: template 0, order 0) are decoded again with these settings, "
                 "under their own cache namespace: that many more backend calls on the first run")
 
-    def terminal_line(self, extra: dict[str, Any]) -> Optional[str]:
+    def terminal_line(self, blocks: dict[str, Any]) -> Optional[str]:
         """Answers changed, headline shift, floor."""
-        return summary_line(extra)
+        return summary_line(blocks)
 
 
 register(NoiseFloor())

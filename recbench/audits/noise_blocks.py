@@ -88,9 +88,8 @@ NOISE_TABLE = AuditTable(
              "than the floor of either is marked ≈ in recbench.compare and in the paired comparisons below."))
 
 
-def floor_of(extra: dict[str, Any], metric: str, slice_: str = "all") -> Optional[float]:
-    """A run's noise floor of one metric on one slice from metrics.json's extra (None when not audited or unknown)."""
-    b = NoiseBlock.from_dict((extra or {}).get(KEY))
+def floor_of(b: Optional[NoiseBlock], metric: str, slice_: str = "all") -> Optional[float]:
+    """A run's noise floor of one metric on one slice from its typed block (None when not audited or unknown)."""
     if b is None:
         return None
     shift = (b.metrics if slice_ == "all" else b.by_slice.get(slice_) or {}).get(metric)
@@ -98,9 +97,9 @@ def floor_of(extra: dict[str, Any], metric: str, slice_: str = "all") -> Optiona
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
-def summary_line(extra: dict[str, Any]) -> Optional[str]:
-    """The noise-floor audit in one terminal line, from metrics.json's block (None when the run has none)."""
-    b = NoiseBlock.from_dict(extra.get(KEY))
+def summary_line(blocks: dict[str, Any]) -> Optional[str]:
+    """The noise-floor audit in one terminal line, from the run's typed audit blocks (None when the run has none)."""
+    b = blocks.get(KEY)
     if b is None:
         return None
     head = b.head

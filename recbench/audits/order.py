@@ -20,7 +20,7 @@ from recbench.api.audits import Audit, register
 from recbench.api.errors import ConfigError
 from recbench.audits.order_blocks import ORDER_TABLE, PAIR_TABLE, OrderBlock, PairOrderBlock
 from recbench.store.schema import SampleRecord
-from recbench.stats.order_agreement import first_slot_test, kendalls_w, pair_consistency
+from recbench.stats.order_agreement import first_slot_test, kendalls_w, pair_consistency, tied_kendalls_w
 from recbench.api.task import Method, Task, side_by_side
 from recbench.api.types import Example, MethodGen, Outcome
 
@@ -78,22 +78,10 @@ class OrderAudit(Method):
         first = outcomes[0]
         assert first is not None
         details = {**first.details, "audit": {"orders": per_order}}
-        return Outcome(first.prediction, first.parse_status, details, order_pairs=first.order_pairs)
+        return Outcome(first.prediction, first.parse_status, details, order_pairs=first.order_pairs, notes=first.notes)
 
 
 # ---- aggregates ---------------------------------------------------------------------------------------------
-def tied_kendalls_w(ranks: Any) -> float:
-    """Kendall's W with the tie correction: 12 S / (K^2 (m^3 - m) - K sum_j T_j), T_j = sum over tie groups of
-    t^3 - t in ranking j (ranks averaged within ties). Equals recbench.stats.order_agreement.kendalls_w without ties."""
-    r = np.asarray(ranks, dtype=float)
-    k, m = r.shape
-    totals = r.sum(axis=0)
-    s = float(np.sum((totals - k * (m + 1) / 2) ** 2))
-    ties = sum(float(t ** 3 - t) for row in r for t in np.unique(row, return_counts=True)[1] if t > 1)
-    denom = k ** 2 * (m ** 3 - m) - k * ties
-    return 12 * s / denom if denom > 0 else math.nan
-
-
 def rank_matrix(shown: list[str], rankings: list[list[str]]) -> tuple[np.ndarray, bool]:
     """(K, m) ranks of the shown items under each ranking (best = 1); items a ranking leaves out share the
     average of the remaining ranks. Second value: whether every ranking was complete (no ties)."""

@@ -105,9 +105,9 @@ TEMPLATE_TABLE = AuditTable(
              "within each example), detected when p < 0.05. A dash: not estimated (no orders audited)."))
 
 
-def summary_line(extra: dict[str, Any]) -> Optional[str]:
-    """The template audit in one terminal line, from metrics.json's block (None when the run has none)."""
-    b = TemplateBlock.from_dict(extra.get(KEY))
+def summary_line(blocks: dict[str, Any]) -> Optional[str]:
+    """The template audit in one terminal line, from the run's typed audit blocks (None when the run has none)."""
+    b = blocks.get(KEY)
     if b is None:
         return None
     per = ", ".join(f"t{p.template} {cell_text(asdict(p))}" for p in b.per_template)

@@ -34,9 +34,14 @@ def _template_system(s: Any, j: int) -> Any:
     return dataclasses.replace(s, values=values)
 
 
+def _templates(block: Any) -> int:
+    """K of a run's typed template block (0 when the run has none)."""
+    return int(block.templates or 0) if block is not None else 0
+
+
 def audited_templates(s: Any) -> int:
     """K of a system whose every run was template-audited (metrics.json extra.template_audit), else 0."""
-    ks = [int((r.result.extra.get(KEY) or {}).get("templates") or 0) if r.result is not None else 0 for r in s.runs]
+    ks = [_templates(r.result.audits.get(KEY)) if r.result is not None else 0 for r in s.runs]
     return min(ks) if ks else 0
 
 
@@ -146,7 +151,7 @@ def template_verdict_table(runs: list[Any]) -> Optional[Any]:
     verdict under each template, and whether the sign and the verdict are kept under every template."""
     from recbench.stats.verdicts import CompareError, load_systems
 
-    audited = [r for r in runs if isinstance(r.result.extra.get(KEY), dict)]
+    audited = [r for r in runs if KEY in r.result.audits]
     if len(audited) < 2:
         return None
     try:

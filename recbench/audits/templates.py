@@ -127,7 +127,7 @@ class TemplateAudit(Method):
         details = dict(first.details) if isinstance(first.details, dict) else {}
         details[KEY] = {"templates": per}
         return Outcome(first.prediction, first.parse_status, details, display=first.display,
-                       order_pairs=first.order_pairs)
+                       order_pairs=first.order_pairs, notes=first.notes)
 
 
 # ---- aggregates ---------------------------------------------------------------------------------------------
@@ -224,9 +224,9 @@ class PromptTemplates(Audit):
         return template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,
                                    level=cfg.run.ci_level, seed=cfg.seed)
 
-    def terminal_line(self, extra: dict[str, Any]) -> Optional[str]:
+    def terminal_line(self, blocks: dict[str, Any]) -> Optional[str]:
         """Per-template score and the effect test."""
-        return summary_line(extra)
+        return summary_line(blocks)
 
 
 register(PromptTemplates())

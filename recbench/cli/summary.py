@@ -257,7 +257,7 @@ def print_summary(result: RunResult, brief: bool = False) -> None:
     lines += count_lines(result, cfg, versions)
     task_lines = result.extra.get("summary")  # a task's own verdict lines (Task.run_facts 'summary': a list of text)
     lines += [str(x) for x in task_lines] if isinstance(task_lines, list) else []
-    lines += terminal_lines(result.extra)  # the audits' verdicts, from the blocks the report's audit tables read
+    lines += terminal_lines(result.audits)  # the audits' verdicts, from the blocks the report's audit tables read
     con.print(escape("\n".join(lines)), highlight=False)
     con.print(escape(f"run dir: {result.run_dir}"), soft_wrap=True, highlight=False)  # a path stays in one piece
     if c.model_calls and c.finish_length > 0.2 * c.model_calls:

@@ -28,26 +28,16 @@ from recbench.store.schema import (
     read_prompts,
     read_run,
 )
+from recbench.store.records import notes_of
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "view_templates"
-#: detail keys in which methods record why an answer was repaired or failed
-REASON_KEYS = ("note", "notes", "parse_note")
 #: meta values with at most this many distinct values are offered as slice filters when metrics.json is absent
 MAX_SLICE_VALUES = 40
 
 
 def parse_reason(details: Any) -> str:
-    """Why an answer was repaired or failed, from the method's details (note / notes / parse_note)."""
-    if not isinstance(details, dict):
-        return ""
-    parts: list[str] = []
-    for k in REASON_KEYS:
-        v = details.get(k)
-        if isinstance(v, str) and v:
-            parts.append(v)
-        elif isinstance(v, list):
-            parts += [str(x) for x in v if x]
-    return "; ".join(dict.fromkeys(parts))
+    """Why an answer was repaired or failed, from the method's details (Outcome.notes, or an older run's note)."""
+    return "; ".join(notes_of(details))
 
 
 def _call(c: CallRecord) -> dict[str, Any]:

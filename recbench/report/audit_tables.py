@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from recbench.api.audits import block_of, declared_tables
+from recbench.api.audits import declared_tables
 from recbench.report.collect import ReportedRun, variant_labels
 from recbench.report.presentation import AuditColumn, AuditTable
 from recbench.report.numbers import fmt, number
@@ -81,14 +81,14 @@ def _column_cell(col: AuditColumn, block: Any, metric: str) -> AuditCell:
 
 
 def build_table(spec: AuditTable, runs: list[ReportedRun]) -> Optional[Table]:
-    """A declared audit table over the runs whose extra holds its block (None when none does)."""
+    """A declared audit table over the runs that hold its typed block (None when none does)."""
     if spec.build is not None:
         return spec.build(runs)
-    audited = sort_runs([r for r in runs if isinstance(r.result.extra.get(spec.key), dict)])
+    audited = sort_runs([r for r in runs if spec.key in r.result.audits])
     if not audited:
         return None
     labels = row_labels(audited)
-    blocks = [block_of(r.result.extra, spec.key) for r in audited]
+    blocks = [r.result.audits[spec.key] for r in audited]
     columns = list(spec.columns(blocks) if callable(spec.columns) else spec.columns)
     cols = [(c.group, c.label) for c in columns]
     rows = []

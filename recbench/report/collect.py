@@ -15,7 +15,7 @@ from recbench.api.task import Task
 from recbench.report.config_keys import ConfigKeys
 from recbench.report.presentation import GENERIC, Presentation, presentation_of
 from recbench.stats.bootstrap import summarize
-from recbench.store.schema import Run as SchemaRun
+from recbench.store.schema import RunDir
 from recbench.store.schema import RunResult, SampleRecord, SchemaError, find_run_dirs, read_run
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class ReportedRun:
     seed: Any
     variant: dict[str, Any]
     subset: dict[str, Any]
-    source: SchemaRun = field(repr=False)
+    source: RunDir = field(repr=False)
     task_class: type = field(default=Task, repr=False)
     presentation: Presentation = field(default=GENERIC, repr=False)
 

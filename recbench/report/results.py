@@ -24,7 +24,7 @@ class MetricValue:
 
 
 @dataclass
-class RunEntry:
+class ResultsRow:
     """One run: identity, completeness, counts (metrics.json's) and overall metrics."""
 
     run_dir: str
@@ -53,17 +53,17 @@ class Results:
     """The whole results.json."""
 
     schema_version: int
-    runs: list[RunEntry]
+    runs: list[ResultsRow]
     failed_jobs: list[FailedJob] = field(default_factory=list)
 
 
-def run_entry(run: Any, variant: str = "") -> RunEntry:
-    """A RunEntry from a report's ReportedRun (recbench.report.collect.ReportedRun)."""
+def results_row(run: Any, variant: str = "") -> ResultsRow:
+    """A ResultsRow from a report's ReportedRun (recbench.report.collect.ReportedRun)."""
     res = run.result
     metrics = {name: MetricValue(number(s.mean), number(s.ci_low), number(s.ci_high), int(s.n or 0))
                for name, s in res.metrics.items()}
-    return RunEntry(run_dir=str(run.dir), task=run.task, model=run.model, method=run.method, variant=variant,
-                    seed=run.seed, complete=bool(res.complete), counts=asdict(res.counts), metrics=metrics)
+    return ResultsRow(run_dir=str(run.dir), task=run.task, model=run.model, method=run.method, variant=variant,
+                      seed=run.seed, complete=bool(res.complete), counts=asdict(res.counts), metrics=metrics)
 
 
 def failed_jobs(paths: Iterable[str | Path]) -> list[FailedJob]:
@@ -85,7 +85,7 @@ def failed_jobs(paths: Iterable[str | Path]) -> list[FailedJob]:
 
 def build_results(runs: list[Any], labels: dict[int, str], failed: list[FailedJob]) -> Results:
     """Results of the report's runs (labels: id(run) -> variant label) and the failed jobs."""
-    return Results(RESULTS_SCHEMA_VERSION, [run_entry(r, labels.get(id(r), "")) for r in runs], failed)
+    return Results(RESULTS_SCHEMA_VERSION, [results_row(r, labels.get(id(r), "")) for r in runs], failed)
 
 
 def write_results(results: Results, path: str | Path) -> Path:
@@ -102,5 +102,5 @@ def load_results(path: str | Path) -> Results:
     if d.get("schema_version") != RESULTS_SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {d.get('schema_version')!r} is not {RESULTS_SCHEMA_VERSION}. "
                          "Fix: regenerate it with python -m recbench.report <sweep dir>")
-    runs = [RunEntry(**{**r, "metrics": {k: MetricValue(**m) for k, m in r["metrics"].items()}}) for r in d["runs"]]
+    runs = [ResultsRow(**{**r, "metrics": {k: MetricValue(**m) for k, m in r["metrics"].items()}}) for r in d["runs"]]
     return Results(d["schema_version"], runs, [FailedJob(**f) for f in d.get("failed_jobs") or []])

@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 
 from recbench.store.schema import RunResult
 from recbench.store.shards import (
+    ShardDir,
     ShardError,
-    ShardRun,
     check_shards,
     merged_dir,
     read_shard,
@@ -39,7 +39,7 @@ _COUNTERS = ("examples_total", "examples_skipped", "examples_finished", "backend
              "cache_hits", "cache_misses", "prompt_tokens", "completion_tokens", "wall_time_s")
 
 
-def default_out(shards: list[ShardRun]) -> Path:
+def default_out(shards: list[ShardDir]) -> Path:
     """The run dir the shards merge into when --out is not given: the shard dirs' folder and name without the shard
     overrides (merged_dir), the same for every shard."""
     outs = {merged_dir(s.dir) for s in shards}
@@ -51,7 +51,7 @@ def default_out(shards: list[ShardRun]) -> Path:
     return outs.pop()  # type: ignore[return-value]
 
 
-def shared_cache(shards: list[ShardRun]) -> Path:
+def shared_cache(shards: list[ShardDir]) -> Path:
     """The cache the shards' own caches are merged into: the cache.path they were all seeded from, else (per-job
     caches of a sweep) the shared cache, $RECBENCH_CACHE_DIR/responses.sqlite (.cache/ when unset)."""
     paths = {str((s.config.get("cache") or {}).get("path") or "") for s in shards}
@@ -60,7 +60,7 @@ def shared_cache(shards: list[ShardRun]) -> Path:
     return Path(os.environ.get("RECBENCH_CACHE_DIR") or ".cache") / "responses.sqlite"
 
 
-def _unsharded_config(shard: ShardRun) -> Any:
+def _unsharded_config(shard: ShardDir) -> Any:
     """The shard's config with run.shard / run.shards reset: the config of the same run without sharding."""
     cfg = OmegaConf.create(shard.config)
     cfg.run.shard = None

@@ -1,6 +1,7 @@
 """Order-audit statistics: agreement of rankings across presentation orders, first-slot bias, pairwise consistency."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,18 @@ def kendalls_w(ranks) -> float:
     totals = r.sum(axis=0)
     s = float(np.sum((totals - k * (m + 1) / 2) ** 2))
     return 12 * s / (k ** 2 * (m ** 3 - m))
+
+
+def tied_kendalls_w(ranks) -> float:
+    """Kendall's W with the tie correction: 12 S / (K^2 (m^3 - m) - K sum_j T_j), T_j = sum over tie groups of
+    t^3 - t in ranking j (ranks averaged within ties). Equals kendalls_w without ties."""
+    r = np.asarray(ranks, dtype=float)
+    k, m = r.shape
+    totals = r.sum(axis=0)
+    s = float(np.sum((totals - k * (m + 1) / 2) ** 2))
+    ties = sum(float(t ** 3 - t) for row in r for t in np.unique(row, return_counts=True)[1] if t > 1)
+    denom = k ** 2 * (m ** 3 - m) - k * ties
+    return 12 * s / denom if denom > 0 else math.nan
 
 
 @dataclass(frozen=True)

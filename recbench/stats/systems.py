@@ -15,7 +15,7 @@ import numpy as np
 from recbench.api.errors import suggest
 from recbench.api.metrics import MetricSpec, metric_spec
 from recbench.stats.records import CompareError, Comparison
-from recbench.store.schema import Run, SchemaError, find_run_dirs, read_run
+from recbench.store.schema import RunDir, SchemaError, find_run_dirs, read_run
 
 log = logging.getLogger(__name__)
 SEED_KEYS = (("seed",), ("sampling", "seed"))
@@ -26,7 +26,7 @@ class System:
     """One row of a comparison: a run, or several seeds of one configuration pooled per example."""
 
     label: str
-    runs: list[Run]
+    runs: list[RunDir]
     task: str
     cluster_by: str | None
     ids: list[str]  # examples finished in every pooled run, in the first run's order
@@ -63,7 +63,7 @@ def _labels(dirs: Sequence[Path]) -> list[str]:
     return [str(d.relative_to(root)) or d.name for d in dirs]
 
 
-def _in_argument_order(paths: list, dirs: list[Path], runs: list[Run]) -> tuple[list[Path], list[Run]]:
+def _in_argument_order(paths: list, dirs: list[Path], runs: list[RunDir]) -> tuple[list[Path], list[RunDir]]:
     """Run dirs in the order of the arguments that named them (a = the first argument), sorted within a sweep dir."""
     roots = [Path(p).resolve() for p in paths]
 
@@ -92,7 +92,7 @@ def load_systems(paths: Iterable[str | Path], *, pool_seeds_: bool = False) -> l
         raise CompareError(f"no run dir (a folder with metrics.json) under {', '.join(map(str, paths))}")
     dirs, runs = _in_argument_order(paths, dirs, runs)
     labels = dict(zip(dirs, _labels(dirs)))
-    groups: dict[str, list[Run]] = {}
+    groups: dict[str, list[RunDir]] = {}
     for run in runs:
         key = str(run.dir)
         if pool_seeds_:
@@ -109,7 +109,7 @@ def load_systems(paths: Iterable[str | Path], *, pool_seeds_: bool = False) -> l
     return out
 
 
-def _system(label: str, runs: list[Run]) -> System:
+def _system(label: str, runs: list[RunDir]) -> System:
     per_run = [{s.id: s for s in run.samples()} for run in runs]
     ids = [i for i in per_run[0] if all(i in p for p in per_run[1:])]
     names = list(dict.fromkeys(m for p in per_run for s in p.values() for m in s.metrics))
@@ -171,10 +171,10 @@ def noise_floor_of(s: System, metric: str, slice_: str = "all") -> float | None:
     floors = []
     for run in s.runs:
         result = getattr(run, "result", None)  # a System built in code may carry no run
-        block = (result.extra if result is not None else {}).get("noise_floor")
-        if isinstance(block, dict):
-            table = block.get("metrics") if slice_ == "all" else (block.get("by_slice") or {}).get(slice_)
-            v = ((table or {}).get(metric) or {}).get("floor")
+        block = result.audits.get("noise_floor") if result is not None else None  # recbench.audits.noise's NoiseBlock
+        if block is not None:
+            shift = (block.metrics if slice_ == "all" else block.by_slice.get(slice_) or {}).get(metric)
+            v = shift.floor if shift is not None else None
             if isinstance(v, (int, float)) and math.isfinite(v):
                 floors.append(float(v))
     return max(floors) if floors else None

@@ -99,6 +99,30 @@ class SampleRecord:
         """A per-example metric as a float (NaN when undefined or absent)."""
         return _float(self.metrics.get(metric))
 
+    @property
+    def notes(self) -> list[str]:
+        """Why the answer was repaired or failed (Outcome.notes), read from any run dir's details."""
+        return notes_of(self.details)
+
+
+#: detail keys under which run dirs record why an answer was repaired or failed: `notes` (Outcome.notes), and the
+#: `note` / `parse_note` strings that run dirs written before Outcome.notes existed carry
+NOTE_KEYS = ("notes", "note", "parse_note")
+
+
+def notes_of(details: Any) -> list[str]:
+    """The non-empty, distinct notes in a samples.jsonl record's details, whichever shape wrote them."""
+    if not isinstance(details, dict):
+        return []
+    parts: list[str] = []
+    for k in NOTE_KEYS:
+        v = details.get(k)
+        if isinstance(v, str) and v:
+            parts.append(v)
+        elif isinstance(v, list):
+            parts += [str(x) for x in v if x]
+    return list(dict.fromkeys(parts))
+
 
 @dataclass
 class ErrorRecord:

@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from recbench.api.audits import Block, block_types
 from recbench.store.records import SchemaError, _float, _known
 
 SCHEMA_VERSION = 2
@@ -83,9 +84,24 @@ class Aggregate:
     cluster_by: Optional[str] = None
 
 
+def split_extra(extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Block]]:
+    """metrics.json's extra as (the task's own values, every registered audit's block as its typed record), each in
+    the file's order; an audit key whose value is not an object stays in the first."""
+    types = block_types()
+    own: dict[str, Any] = {}
+    blocks: dict[str, Block] = {}
+    for k, v in extra.items():
+        if k in types and isinstance(v, dict):
+            blocks[k] = types[k].from_dict(v)
+        else:
+            own[k] = v
+    return own, blocks
+
+
 @dataclass
 class RunResult:
-    """metrics.json: what a run measured, typed."""
+    """metrics.json: what a run measured, typed; `extra` holds the task's own values and `audits` every audit's typed
+    block (both written under metrics.json's extra, the audits' after the task's)."""
 
     task: dict[str, Any]
     model: str
@@ -95,6 +111,7 @@ class RunResult:
     breakdown: dict[str, dict[str, SliceResult]] = field(default_factory=dict)
     counts: Counts = field(default_factory=Counts)
     extra: dict[str, Any] = field(default_factory=dict)
+    audits: dict[str, Block] = field(default_factory=dict)
     complete: bool = False
     run_dir: str = ""
     this_invocation: dict[str, Any] = field(default_factory=dict)
@@ -102,6 +119,9 @@ class RunResult:
     metric_info: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> direction, binary, aggregation
     cluster_by: Optional[str] = None  # example-meta key of the resampling unit; None = the example
     schema_version: int = SCHEMA_VERSION
+    #: metrics.json's extra keys in the order they came (task values and audit blocks interleave, e.g. a task's
+    #: run_facts may give an audit's block): to_dict writes them back in it, so a read result writes the same bytes
+    extra_order: list[str] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def task_name(self) -> str:
@@ -114,11 +134,13 @@ class RunResult:
            cost: Optional[dict[str, Any]] = None) -> "RunResult":
         """The result of a run from its aggregate, the audits' blocks (`extra`, after the aggregate's) and cost."""
         counts = Counts(**{**asdict(agg.counts), "backend_errors": backend_errors})
+        merged = {**agg.extra, **(extra or {})}
+        own, blocks = split_extra(merged)
         return RunResult(task=task, model=model, method=method, headline_metric=agg.headline_metric,
                          metrics=agg.metrics, breakdown=agg.breakdown, counts=counts,
-                         extra={**agg.extra, **(extra or {})}, complete=complete, run_dir=run_dir,
+                         extra=own, audits=blocks, complete=complete, run_dir=run_dir,
                          this_invocation=this_invocation, cost=cost, metric_info=agg.metric_info,
-                         cluster_by=agg.cluster_by)
+                         cluster_by=agg.cluster_by, extra_order=list(merged))
 
     @staticmethod
     def from_dict(d: dict[str, Any], where: str = "metrics.json") -> "RunResult":
@@ -129,23 +151,29 @@ class RunResult:
                               f"{', '.join(map(str, READABLE_VERSIONS))}); upgrade recbench, or rerun the same command "
                               "to rebuild metrics.json from samples.jsonl")
         try:
+            own, blocks = split_extra(d.get("extra") or {})
             return RunResult(
                 task=dict(d["task"]), model=str(d.get("model", "none")), method=str(d["method"]),
                 headline_metric=str(d.get("headline_metric", "")),
                 metrics={k: MetricSummary.from_dict(s) for k, s in (d.get("metrics") or {}).items()},
                 breakdown={key: {val: SliceResult.from_dict(b) for val, b in vals.items()}
                            for key, vals in (d.get("breakdown") or {}).items()},
-                counts=Counts.from_dict(d.get("counts") or {}), extra=d.get("extra") or {},
+                counts=Counts.from_dict(d.get("counts") or {}), extra=own, audits=blocks,
                 complete=bool(d.get("complete", False)), run_dir=str(d.get("run_dir", "")),
                 this_invocation=d.get("this_invocation") or {}, cost=d.get("cost"),
-                metric_info=d.get("metric_info") or {}, cluster_by=d.get("cluster_by"), schema_version=int(v))
+                metric_info=d.get("metric_info") or {}, cluster_by=d.get("cluster_by"), schema_version=int(v),
+                extra_order=list(d.get("extra") or {}))
         except (KeyError, TypeError, ValueError) as e:
             raise SchemaError(f"{where}: malformed ({type(e).__name__}: {e}); rerun the same command to rebuild it") from e
 
     def to_dict(self) -> dict[str, Any]:
-        """The metrics.json form (schema_version first)."""
+        """The metrics.json form (schema_version first; the audits' blocks under extra, after the task's values)."""
         d = asdict(self)
-        return {"schema_version": SCHEMA_VERSION, **{k: v for k, v in d.items() if k != "schema_version"}}
+        extra = {**d["extra"], **{k: b.to_dict() for k, b in self.audits.items()}}
+        first = [k for k in self.extra_order if k in extra]
+        d["extra"] = {k: extra[k] for k in [*first, *(k for k in extra if k not in first)]}
+        return {"schema_version": SCHEMA_VERSION,
+                **{k: v for k, v in d.items() if k not in ("schema_version", "audits", "extra_order")}}
 
 
 # ---- plan.json -------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from recbench.store.result import (
 )
 
 __all__ = ["JOB_FAILED", "JOB_FAILED_VERSION", "READABLE_VERSIONS", "SCHEMA_VERSION", "Aggregate", "CallRecord",
-           "Counts", "ErrorRecord", "JobFailed", "MetricSummary", "PlanResult", "Run", "RunResult", "SampleRecord",
+           "Counts", "ErrorRecord", "JobFailed", "MetricSummary", "PlanResult", "RunDir", "RunResult", "SampleRecord",
            "SchemaError", "SliceResult", "dedupe_first", "find_run_dirs", "iter_jsonl", "load_jsonl", "read_config",
            "read_job_failed", "read_prompts", "read_result", "read_run"]
 
@@ -110,7 +110,7 @@ def dedupe_first(records: Iterable[Any]) -> list[Any]:
 
 
 @dataclass
-class Run:
+class RunDir:
     """A run dir, read through the schema: result (metrics.json), config, samples, errors, prompts."""
 
     dir: Path
@@ -182,13 +182,13 @@ def read_result(run_dir: str | Path) -> RunResult:
     return RunResult.from_dict(d, where=str(p))
 
 
-def read_run(run_dir: str | Path, *, require_result: bool = True) -> Run:
+def read_run(run_dir: str | Path, *, require_result: bool = True) -> RunDir:
     """Read a run dir through the schema (metrics.json required unless require_result=False)."""
     d = Path(run_dir)
     if not d.is_dir():
         raise SchemaError(f"no such run dir: {d}")
     result = read_result(d) if (require_result or (d / "metrics.json").exists()) else None
-    return Run(dir=d, result=result, config=read_config(d))
+    return RunDir(dir=d, result=result, config=read_config(d))
 
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:

@@ -8,8 +8,8 @@ under the submitit presets), so no SQLite file is written by two hosts. The merg
 a gap, an overlap, an unfinished shard, or a difference in config, code or data), and writes the merged run dir with
 `write_merged`.
 
-Long because what a shard records, the checks that read those records back and the merged dir written from them are
-one contract (what makes N shard dirs the parts of one run), kept in one module so the two sides cannot drift.
+What a shard records, the checks that read those records back and the merged dir written from them are one contract
+(what makes N shard dirs the parts of one run), kept in one module so the two sides cannot drift.
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def open_shard(run_dir: str | Path, info: ShardInfo, cache_path: str | Path, see
 
 # ---- reading and checking shards ------------------------------------------------------------------------------
 @dataclass
-class ShardRun:
+class ShardDir:
     """One shard dir as the merge reads it."""
 
     dir: Path
@@ -187,7 +187,7 @@ class ShardRun:
         return p if p.is_file() else None
 
 
-def read_shard(run_dir: str | Path) -> ShardRun:
+def read_shard(run_dir: str | Path) -> ShardDir:
     """A shard dir's files, read under its run-dir lock (a shard still running raises RunDirInUse)."""
     from recbench.store.runstore import RunLock
 
@@ -208,7 +208,7 @@ def read_shard(run_dir: str | Path) -> ShardRun:
                 raise SchemaError(f"{p}: not valid JSON ({e}); rerun the shard's command to rewrite it") from None
 
         metrics = json_file("metrics.json")
-        run = ShardRun(dir=d, info=info, config=read_config(d), versions=json_file("versions.json") or {},
+        run = ShardDir(dir=d, info=info, config=read_config(d), versions=json_file("versions.json") or {},
                        metrics=metrics, records=[], errors=[], prompts={})
         if metrics is None:  # not finished (check_shards says so): its files may end in a torn line
             return run
@@ -263,7 +263,7 @@ def _ignored(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in IGNORED_KEYS)
 
 
-def check_shards(shards: list[ShardRun]) -> list[str]:
+def check_shards(shards: list[ShardDir]) -> list[str]:
     """Refuse shard dirs that are not the N parts of one run (ShardError, one line): different shard counts, a
     shard given twice (an overlap), a missing shard (a gap), a shard that has not finished, or shards whose config
     (IGNORED_KEYS aside), code (git commit, package versions) or data (fingerprint, selection) differ. Returns the
@@ -276,7 +276,7 @@ def check_shards(shards: list[ShardRun]) -> list[str]:
         if s.info.shards != n:
             raise ShardError(f"shards of different runs: {first.label} but {s.label}; merge the shards of one "
                              "run.shards=N together")
-    seen: dict[int, ShardRun] = {}
+    seen: dict[int, ShardDir] = {}
     for s in shards:
         if s.info.shard in seen:
             raise ShardError(f"overlapping shards: {seen[s.info.shard].dir} and {s.dir} are both shard "
@@ -326,7 +326,7 @@ def check_shards(shards: list[ShardRun]) -> list[str]:
 
 
 # ---- the merged run dir -----------------------------------------------------------------------------------------
-def prepare_out(out: Path, shards: list[ShardRun]) -> None:
+def prepare_out(out: Path, shards: list[ShardDir]) -> None:
     """Refuse an --out that is a shard or holds a run not written by a merge; empty one written by an earlier merge."""
     if any(out.resolve() == s.dir.resolve() for s in shards):
         raise ShardError(f"--out {out} is one of the shard dirs; merge into another folder")
@@ -340,7 +340,7 @@ def prepare_out(out: Path, shards: list[ShardRun]) -> None:
                          "metrics.json); merge into another folder, or move that run away")
 
 
-def write_merged(out: Path, shards: list[ShardRun], records: list[SampleRecord], config_text: str,
+def write_merged(out: Path, shards: list[ShardDir], records: list[SampleRecord], config_text: str,
                  result: RunResult, warnings: Optional[list[str]] = None) -> None:
     """The merged run dir: samples (in the given order), every shard's prompts and errors, config.yaml, the first
     shard's versions.json, merged.json (which dirs, when) and metrics.json last (a reader never sees a metrics.json

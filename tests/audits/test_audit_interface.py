@@ -12,7 +12,7 @@ from typing import Any, Optional
 import pytest
 
 from recbench.api import audits
-from recbench.api.audits import Audit, Block, block_of
+from recbench.api.audits import Audit, Block
 from recbench.api.types import Request, Response
 from recbench.cli.summary import print_summary
 from recbench.report import write_report
@@ -56,8 +56,8 @@ class FinishReasons(Audit):
         counts = Counter(c.finish_reason for r in records for c in r.calls)
         return {self.key: {"answers": sum(counts.values()), "counts": dict(sorted(counts.items()))}}
 
-    def terminal_line(self, extra: dict[str, Any]) -> Optional[str]:
-        b = block_of(extra, self.key)
+    def terminal_line(self, blocks: dict[str, Any]) -> Optional[str]:
+        b = blocks.get(self.key)
         if b is None:
             return None
         return f"finish reasons: {b.counts.get('length', 0)} of {b.answers} answers cut by the token limit"
@@ -89,9 +89,10 @@ def _run(tmp_path: Path, *overrides: str):
 def test_an_example_audit_registered_and_enabled_shows_in_metrics_terminal_and_report(tmp_path, finish_audit, capsys):
     assert [a.key for a in audits.registered()][-1] == "finish_reasons"  # rank 100: after the four shipped audits
     result = _run(tmp_path, "+audit.finish_reasons=true")
-    raw = result.extra["finish_reasons"]
+    raw = result.to_dict()["extra"]["finish_reasons"]
     assert raw == {"answers": N, "counts": {"length": N // 3, "stop": N - N // 3}}  # 9 answers, every third cut
-    typed = block_of(read_result(tmp_path / "run").extra, "finish_reasons")  # metrics.json, read back typed
+    assert isinstance(result.audits["finish_reasons"], FinishBlock) and "finish_reasons" not in result.extra
+    typed = read_result(tmp_path / "run").audits["finish_reasons"]  # metrics.json, read back typed
     assert isinstance(typed, FinishBlock) and typed.answers == N and typed.counts["length"] == 3
     print_summary(result)
     assert "finish reasons: 3 of 9 answers cut by the token limit" in capsys.readouterr().out
@@ -103,11 +104,11 @@ def test_an_example_audit_registered_and_enabled_shows_in_metrics_terminal_and_r
 
 def test_the_example_audit_off_by_config_and_gone_once_unregistered(tmp_path, finish_audit, capsys):
     off = _run(tmp_path / "off")
-    assert "finish_reasons" not in off.extra  # registered, not enabled: no block, no line
+    assert "finish_reasons" not in off.audits  # registered, not enabled: no block, no line
     audits.unregister("finish_reasons")
     assert "finish_reasons" not in [a.key for a in audits.registered()]
     result = _run(tmp_path / "gone", "+audit.finish_reasons=true")
-    assert "finish_reasons" not in result.extra
+    assert "finish_reasons" not in result.to_dict()["extra"]
     print_summary(result)
     assert "finish reasons" not in capsys.readouterr().out
     md = Path(write_report([tmp_path / "gone" / "run"], tmp_path / "rep", formats=("md",))["md"]).read_text()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from recbench.api.errors import ConfigError
-from recbench.audits.noise import floor_of, metric_shift
+from recbench.audits.noise import NoiseBlock, floor_of, metric_shift
 from recbench.run.evaluate import run_from_config
 from recbench.stats.paired import paired_bootstrap_ci, sign_flip_test
 from recbench.store.schema import find_run_dirs
@@ -92,8 +92,9 @@ def test_batch_invariant_double_has_no_flip_and_floor_0(tmp_path):
     block = metrics["extra"]["noise_floor"]
     assert block["answers_changed"]["count"] == 0 and block["predictions_changed"]["count"] == 0
     assert block["floor"] == 0.0 and not block["flips_detected"] and not block["metric_moved"]
-    assert floor_of(metrics["extra"], "ptc") == 0.0 and floor_of(metrics["extra"], "ptc", "difficulty=easy") == 0.0
-    assert floor_of({}, "ptc") is None
+    block = NoiseBlock.from_dict(metrics["extra"]["noise_floor"])
+    assert floor_of(block, "ptc") == 0.0 and floor_of(block, "ptc", "difficulty=easy") == 0.0
+    assert floor_of(None, "ptc") is None
 
 
 def test_metric_shift_hand_values():

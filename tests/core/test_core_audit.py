@@ -11,9 +11,9 @@ import pytest
 from scipy import stats
 
 from recbench.api.errors import ConfigError
-from recbench.audits.order import audit_aggregates, maybe_audit, rank_matrix, tied_kendalls_w
+from recbench.audits.order import audit_aggregates, maybe_audit, rank_matrix
 from recbench.run.evaluate import run_from_config
-from recbench.stats.order_agreement import kendalls_w
+from recbench.stats.order_agreement import kendalls_w, tied_kendalls_w
 from tests.doubles import ScriptedBackend
 from tests.helpers import read_samples
 from tests.toy import toy_cfg

@@ -87,7 +87,7 @@ class ToyRank(Method):
         ranked = [by_label[lab] for lab in parsed.value] if parsed.ok else None
         # audited: display order and ranking for recbench.audits.order
         display = Display([it["id"] for it in items], ranked) if order is not None else None
-        return Outcome(prediction={"order": ranked}, parse_status=parsed.status, details={"note": parsed.note},
+        return Outcome(prediction={"order": ranked}, parse_status=parsed.status, notes=[parsed.note],
                        display=display)
 
 

@@ -221,7 +221,7 @@ class ZeroShot(Method[GenericTask]):
                            example_id=example.id)
         resp = (yield [req])[0]
         p = task.parse(resp.text)
-        return Outcome(p.value, p.status, {"note": p.note, "answer": resp.text})
+        return Outcome(p.value, p.status, {"answer": resp.text}, notes=[p.note])
 
 
 class RandomChoice(ReferenceMethod[GenericTask]):

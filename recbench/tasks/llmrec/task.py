@@ -121,7 +121,7 @@ class RatingTask(_ReviewTask):
         p = parse_number(text, 1.0, 5.0)
         if p.ok and text != response.text and p.status == "ok":
             p.status = "repaired"
-        return Outcome(p.value, p.status, {"note": p.note + ("; scale echo removed" if text != response.text else "")})
+        return Outcome(p.value, p.status, notes=[p.note, "scale echo removed" if text != response.text else ""])
 
     def score(self, example: Example, outcome: Outcome) -> dict[str, float]:
         """mae = |clamped prediction - rating|, mse = squared error; failed parses use the fallback rating."""

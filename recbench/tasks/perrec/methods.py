@@ -62,7 +62,7 @@ class Pointwise(PerRecMethod):
         if status != "failed":
             order = [u["user_id"] for u in sorted(users, key=lambda u: -(preds[u["user_id"]] - u["avg_rating"]))]
         return Outcome(prediction={"order": order, "ratings": preds}, parse_status=status,  # type: ignore[arg-type]
-                       details={"notes": notes})
+                       notes=notes)
 
 
 def heapsort_desc(items: list[Any], greater: Callable[[Any, Any], Generator]) -> Generator:
@@ -254,4 +254,4 @@ class Listwise(PerRecMethod):
         # audited: the display order (slot order) and the ranking, for recbench.audits.order
         display = Display([u["user_id"] for u in users], order) if order_k is not None else None
         return Outcome(prediction={"order": order, "labels": dict(zip(labels, [u["user_id"] for u in users]))},
-                       parse_status=parsed.status, details={"note": parsed.note}, display=display)
+                       parse_status=parsed.status, notes=[parsed.note], display=display)

@@ -82,5 +82,4 @@ class AssistantMethod(Method[RecBenchPlusTaskView]):
             titles, status, note = (parsed.value or []), ("repaired" if parsed.ok else "failed"), parsed.note
         k = int(self.cfg.k or 0)
         return Outcome(prediction=text, parse_status=status,
-                       details={"titles": titles, "k": k, "with_history": bool(self.cfg.with_history),
-                                "parse_note": note})
+                       details={"titles": titles, "k": k, "with_history": bool(self.cfg.with_history)}, notes=[note])
