@@ -76,3 +76,13 @@ def test_toy_run_prints_the_legend_of_each_metric_shown(cli):
         assert " ".join(line.split()) in flat
     assert "toy_tau: Kendall tau of the true vs the predicted order" in r.out
     assert all(len(ln) <= MAX_WIDTH for ln in r.out.splitlines())
+
+
+def test_sweep_prints_one_clean_report_line_and_no_raw_log_line(tmp_path, monkeypatch, capfd):
+    isolate(monkeypatch, tmp_path)
+    r = run_cli(["-m", *TOY, "method=toy_popular,toy_rank"], capfd)
+    assert r.code == 0, r.err
+    both = r.out + r.err
+    assert "[HYDRA] report:" not in both and "runs ->" not in both
+    (line,) = [ln for ln in both.splitlines() if "report:" in ln and "/report" in ln]
+    assert line.startswith("sweep report: ") and line.endswith(("report.html", "report.md"))
