@@ -86,3 +86,55 @@ def test_sweep_prints_one_clean_report_line_and_no_raw_log_line(tmp_path, monkey
     assert "[HYDRA] report:" not in both and "runs ->" not in both
     (line,) = [ln for ln in both.splitlines() if "report:" in ln and "/report" in ln]
     assert line.startswith("sweep report: ") and line.endswith(("report.html", "report.md"))
+
+
+def _files_holding(root, text: str) -> list[str]:
+    """Paths under root whose name or content holds `text`."""
+    out = []
+    for p in root.rglob("*") if root.exists() else []:
+        if text in p.name or (p.is_file() and text in p.read_text(encoding="utf-8", errors="replace")):
+            out.append(str(p))
+    return out
+
+
+def test_unknown_backend_key_is_refused_before_any_run_dir(tmp_path, cli):
+    r = cli("+model.backend.api_key=sk-SECRET123", "limit=3")
+    assert r.code == 2
+    (line,) = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert line.startswith("recbench: config error: model.backend.api_key: ") and "takes no key 'api_key'" in line
+    assert "sk-SECRET123" not in r.out + r.err
+    assert not (tmp_path / "runs").exists()  # nothing written: no run dir, no config copy holding the key
+
+
+def test_secret_named_values_stay_out_of_run_dir_names_files_and_output(tmp_path, cli):
+    r = cli("+model.token=sk-SECRET123", "limit=3")
+    assert r.code == 0, r.err
+    assert "sk-SECRET123" not in r.out + r.err
+    assert (tmp_path / "runs" / "toy" / "toy_scripted" / "toy_rank" / "+model.token=***,limit=3").is_dir()
+    assert _files_holding(tmp_path / "runs", "sk-SECRET123") == []
+    assert _files_holding(tmp_path / "cache", "sk-SECRET123") == []
+
+
+def test_redaction_masks_secret_keys_but_not_their_neighbours():
+    from recbench.store.redact import redact_text, secret_key
+    from recbench.store.rundir import variant_name
+
+    assert redact_text("- +model.backend.api_key=sk-1\noverride_dirname: +x.token=t1,limit=3") == (
+        "- +model.backend.api_key=***\noverride_dirname: +x.token=***,limit=3")
+    assert redact_text('  password: pw\n{"secret": "s", "n": 1}') == '  password: ***\n{"secret": "***", "n": 1}'
+    assert redact_text("api_key_env: OPENAI_API_KEY\nmax_tokens: 64") == "api_key_env: OPENAI_API_KEY\nmax_tokens: 64"
+    assert [secret_key(k) for k in ("api_key", "+db.password", "hf_token", "api_key_env", "max_tokens")] == [
+        True, True, True, False, False]
+    assert variant_name("+model.backend.api_key=sk-1,limit=3") == "+model.backend.api_key=***,limit=3"
+
+
+def test_non_ascii_model_name_is_an_unknown_model_with_the_choices(tmp_path, cli):
+    from recbench.cli.overrides import quote_non_ascii
+
+    r = cli("model=modèle")
+    assert r.code == 2
+    (line,) = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert line.startswith("recbench: config error: Unknown model 'modèle'.") and "toy_scripted" in line
+    assert "Lexer" not in r.err and not (tmp_path / "runs").exists()
+    assert quote_non_ascii(["model=a,modèle", "limit=3", "+task.note=l'été"]) == [
+        'model=a,"modèle"', "limit=3", '+task.note="l\'été"']
