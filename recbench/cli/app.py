@@ -25,6 +25,7 @@ from recbench.cli.overrides import (
     check_overrides,
     config_file_error,
     method_paths,
+    quote_non_ascii,
 )
 from recbench.cli.summary import print_summary
 from recbench.cli.sweep import check_sweep, failed_job_codes, is_multirun, sweep_message, write_job_failed
@@ -91,7 +92,7 @@ def _check_args() -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        sys.argv[1:] = method_paths(add_default_method(sys.argv[1:]))  # method=NAME: the task's benchmark folder
+        sys.argv[1:] = method_paths(add_default_method(quote_non_ascii(sys.argv[1:])))  # method=NAME: the task's benchmark folder
         check_overrides(sys.argv[1:])
     except ConfigError as e:
         print(f"recbench: config error: {e}", file=sys.stderr)

@@ -11,6 +11,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from recbench.api.errors import ConfigError, suggest
+from recbench.cli.backend_keys import check_backend_keys
 from recbench.run.construct import CONFIG_MODULE
 
 log = logging.getLogger("recbench")
@@ -56,6 +57,7 @@ def check_overrides(argv: list[str]) -> None:
             if o.package or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
                 continue
             values = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [o.get_value_element_as_str()]
+            values = [v[1:-1] if len(v) > 1 and v[0] == v[-1] and v[0] in "'\"" else v for v in values]  # "modèle"
             if key in groups:
                 options = _group_options(loader, key, search)
                 for v in values:
@@ -75,12 +77,13 @@ def check_overrides(argv: list[str]) -> None:
         plain = [a for a, o in zip(args, parsed) if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")
                  and o.key_or_group not in groups]
         try:
-            compose(config_name="config", overrides=search + chosen + plain)
+            full = compose(config_name="config", overrides=search + chosen + plain)
         except Exception as e:  # noqa: BLE001 - hydra/omegaconf composition errors: one line naming the override
             cause = e.__cause__ or e
             lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
             raise ConfigError(f"{lines[0] if lines else type(cause).__name__} "
                               f"({next((ln for ln in lines if ln.startswith('full_key')), 'override').strip()})") from None
+        check_backend_keys(full)
     GlobalHydra.instance().clear()
 
 
@@ -134,6 +137,7 @@ def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str]) -> 
         return False
     finally:
         GlobalHydra.instance().clear()
+    check_backend_keys(cfg)
     for o in parsed:
         key = o.key_or_group
         if key in groups or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
@@ -164,6 +168,25 @@ def config_file_error(e: BaseException) -> str:
         return (f"a config file holds a byte that is not UTF-8 (0x{e.object[e.start]:02x} at byte {e.start}): re-save "
                 "it as UTF-8 (your own config folders: hydra.searchpath)")
     return f"a config file cannot be read ({type(e).__name__}: {str(e).strip().splitlines()[0]}). Fix the file"
+
+
+def quote_non_ascii(argv: list[str]) -> list[str]:
+    """argv with each override value (each element of a comma sweep) that holds a non-ASCII character quoted:
+    Hydra's override grammar reads such a value only in quotes (model=modèle then reads as a name the checks can
+    call unknown, +task.note=é as the text it is)."""
+    def quoted(v: str) -> str:
+        if v.isascii() or v[:1] in "'\"" or ("'" in v and '"' in v):
+            return v
+        return f'"{v}"' if '"' not in v else f"'{v}'"
+
+    out = []
+    for a in argv:
+        key, eq, value = a.partition("=")
+        if not eq or a.startswith("-") or value.isascii() or value[:1] in "[{(" or "(" in value:
+            out.append(a)
+        else:
+            out.append(f"{key}={','.join(quoted(v) for v in value.split(','))}")
+    return out
 
 
 def add_default_method(argv: list[str]) -> list[str]:

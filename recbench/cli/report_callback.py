@@ -39,6 +39,9 @@ class ReportCallback(Callback):
             return
         from recbench.report.writer import write_report
 
+        quiet = logging.getLogger("recbench.report.writer")  # its INFO 'report: N runs -> PATH' would print as a
+        level = quiet.level  # raw '[HYDRA] report: ...' line under Hydra's multirun logging; the path is printed below
+        quiet.setLevel(max(logging.WARNING, level))
         try:
             bound = float(OmegaConf.select(config, "report.max_parse_failure_rate", default=0.5))
             written = write_report([sweep_dir], sweep_dir / self.out_subdir, title=self.title, formats=self.formats,
@@ -46,4 +49,6 @@ class ReportCallback(Callback):
         except Exception as e:  # noqa: BLE001 - reporting must not turn a finished sweep into a failure
             log.error("sweep report failed: %s (rerun: python -m recbench.report %s)", e, sweep_dir)
             return
+        finally:
+            quiet.setLevel(level)
         print(f"sweep report: {written.get('html') or written.get('md')}")  # printed once (not logged as well)

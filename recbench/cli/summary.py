@@ -10,16 +10,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 from recbench.api.audits import terminal_lines
-from recbench.cli.terminal import MAX_WIDTH, chunk_columns, console, iter_lines, table_width
+from recbench.cli.terminal import MAX_WIDTH, chunk_columns, console, iter_lines, table_width, wrap_lines
+from recbench.report.legends import legend_lines
 from recbench.report.numbers import cell_text, number
-from recbench.store.schema import MetricSummary, RunResult
+from recbench.store.schema import Counts, MetricSummary, RunResult
 
 #: metrics kept in samples.jsonl but not shown in metric tables (bookkeeping, not a score)
 PSEUDO_METRICS = ("parsed",)
 
 #: what "repaired" means, under a run's table when some answers were repaired or failed
-REPAIRED_LEGEND = ("repaired = answers read after a fix-up by the method's parser (e.g. an echoed scale or extra text "
-                   "removed, a near-miss title matched); they count as parsed, failures as not")
+REPAIRED_LEGEND = ("repaired = answers parsed after a fix-up (e.g. extra text removed, a near-miss title matched); "
+                   "counted as parsed")
 
 HEADLINE_MARK = "★"
 
@@ -211,6 +212,18 @@ def headline_text(result: RunResult) -> str:
     return f"{HEADLINE_MARK} {head} {summary_cell(result.metrics.get(head), result.counts.examples)}"
 
 
+def cut_lines(c: Counts, cfg: dict[str, Any]) -> list[str]:
+    """'cut: 11 of 120 answers (9.2%) hit the token limit ...' with the knob to raise, when any answer was cut."""
+    if not c.finish_length:
+        return []
+    total = c.model_calls or c.examples
+    share = f" ({c.finish_length / total:.1%})" if total else ""
+    now = (cfg.get("method") or {}).get("max_tokens")
+    knob = (f"method.max_tokens={now}; raise it, e.g. method.max_tokens={2 * int(now)}"
+            if isinstance(now, int) and now > 0 else "raise method.max_tokens")
+    return [f"cut: {c.finish_length} of {total} answers{share} hit the token limit (finish_reason=length; {knob})"]
+
+
 def count_lines(result: RunResult, cfg: dict[str, Any], versions: dict[str, Any]) -> list[str]:
     """The lines under a run's tables: repaired and fallback legends, counts, the examples chosen, cache use."""
     c, inv, extra = result.counts, result.this_invocation, result.extra
@@ -225,6 +238,7 @@ def count_lines(result: RunResult, cfg: dict[str, Any], versions: dict[str, Any]
     return lines + [
         f"examples {c.examples} | parsed {c.parsed} | parse failures {c.parse_failed} "
         f"({(c.parse_failure_rate or 0):.1%}) | repaired {c.parse_repaired} | backend errors {c.backend_errors}",
+        *cut_lines(c, cfg),
         selection_line(result, cfg),
         f"this run: {calls} | cache hits {inv['cache_hits']} | "
         f"skipped (already finished) {inv['examples_skipped']} | wall {inv['total_wall_time_s']:.1f}s",
@@ -248,6 +262,7 @@ def print_summary(result: RunResult, brief: bool = False) -> None:
     tables, folded, with_ci = run_tables(result, con.width)
     for t in tables:
         con.print(t)
+    con.print(escape("\n".join(wrap_lines(legend_lines(folded.shown), con.width))), highlight=False)
     lines = [f"{HEADLINE_MARK} = headline metric; cells: mean [95% bootstrap CI]; n = examples in the slice"
              if with_ci else f"{HEADLINE_MARK} = headline metric, mean [95% bootstrap CI]; other metrics: mean (CIs in "
                              "metrics.json); n = examples"]
@@ -258,9 +273,5 @@ def print_summary(result: RunResult, brief: bool = False) -> None:
     task_lines = result.extra.get("summary")  # a task's own verdict lines (Task.run_facts 'summary': a list of text)
     lines += [str(x) for x in task_lines] if isinstance(task_lines, list) else []
     lines += terminal_lines(result.audits)  # the audits' verdicts, from the blocks the report's audit tables read
-    con.print(escape("\n".join(lines)), highlight=False)
+    con.print(escape("\n".join(wrap_lines(lines, con.width))), highlight=False)
     con.print(escape(f"run dir: {result.run_dir}"), soft_wrap=True, highlight=False)  # a path stays in one piece
-    if c.model_calls and c.finish_length > 0.2 * c.model_calls:
-        con.print(f"[yellow]warning: {c.finish_length} of {c.model_calls} answers "
-                  f"({c.finish_length / c.model_calls:.0%}) hit the token limit (finish_reason=length): "
-                  "raise method.max_tokens[/yellow]")

@@ -45,3 +45,14 @@ def iter_lines(renderables: list[Any], width: int = MAX_WIDTH) -> Iterator[str]:
     for r in renderables:
         con.print(r)
     yield from con.export_text().splitlines()
+
+
+def wrap_lines(lines: list[str], width: int = MAX_WIDTH, indent: str = "    ") -> list[str]:
+    """Each line wrapped at word boundaries to `width`, its continuation lines indented (paths and ids kept whole)."""
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False) or [""]
+    return out

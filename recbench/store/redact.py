@@ -1,7 +1,9 @@
-"""Secrets in URLs (user info, query values) kept out of everything recbench writes or prints.
+"""Secrets (URL user info and query values; values of keys named like api_key, token, password, secret) kept out of
+everything recbench writes or prints.
 
 A base URL such as ``http://alice:pw@host:8000/v1?key=K`` is used as given for requests, but any text that
-reaches a file, a folder name or the terminal shows ``http://***@host:8000/v1?key=***``.
+reaches a file, a folder name or the terminal shows ``http://***@host:8000/v1?key=***``; likewise
+``+model.backend.api_key=sk-1`` shows as ``+model.backend.api_key=***`` and ``api_key: sk-1`` as ``api_key: ***``.
 """
 from __future__ import annotations
 
@@ -15,6 +17,18 @@ MASK = "***"
 #: a URL in free text (YAML, JSON, an override string, an error message): scheme:// up to a space, quote or bracket,
 #: or up to a comma that starts the next URL (a list of servers: "http://a/v1,http://u:pw@b/v1")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:(?!,\s*[A-Za-z][A-Za-z0-9+.-]*://)[^\s'\"<>`])+")
+
+
+#: a key whose value is a secret: its last part is (or ends in _ or -) api_key, apikey, access_key, token, password,
+#: passwd, secret (api_key_env, max_tokens are not)
+_SECRET_KEY = r"(?:[\w.+~-]*[_.+~-])?(?:api[_-]?key|access[_-]?key|token|password|passwd|secret)"
+#: KEY=VALUE (an override), KEY: VALUE (YAML), "KEY": "VALUE" (JSON): the value up to a space, quote, comma or bracket
+_KEYED = re.compile(r"(?i)(?<![\w.+~-])(" + _SECRET_KEY + r")(['\"]?[ \t]*[=:][ \t]*['\"]?)([^\s'\",\]}]+)")
+
+
+def secret_key(key: str) -> bool:
+    """True for a config key whose value is a secret (api_key, model.backend.token, +db.password, ...)."""
+    return re.fullmatch(r"(?i)" + _SECRET_KEY, key.strip()) is not None
 
 
 def has_secret(url: str) -> bool:
@@ -41,7 +55,9 @@ def redact_url(url: str) -> str:
 
 
 def redact_text(text: str) -> str:
-    """Every URL with a secret in `text` redacted (redact_url); other text unchanged."""
+    """Every URL with a secret in `text` redacted (redact_url), every secret-named key's value masked; other text
+    unchanged."""
+    text = _KEYED.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
     if "://" not in text:
         return text
     return _URL.sub(lambda m: redact_url(m.group(0)) if has_secret(m.group(0)) else m.group(0), text)

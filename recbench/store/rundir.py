@@ -25,16 +25,20 @@ def _short(value: str) -> str:
 
 
 def variant_name(overrides: str) -> str:
-    """'limit=4,task.data_dir=/a/b/released' -> 'limit=4,task.data_dir=released-1a2b3c4d' ('' -> 'default')."""
+    """'limit=4,task.data_dir=/a/b/released' -> 'limit=4,task.data_dir=released-1a2b3c4d' ('' -> 'default');
+    a secret-named key's value (api_key, token, password, secret) shows as '***'."""
     parts: list[str] = []
     for piece in overrides.split(","):  # hydra joins overrides with ','; a piece without '=' continues a value
         if parts and not re.match(r"^[+~]*[\w.@/-]+=", piece):
             parts[-1] += "," + piece
         else:
             parts.append(piece)
+    from recbench.store.redact import MASK, secret_key
+
     out = []
     for p in parts:
         key, eq, value = p.partition("=")
+        value = MASK if eq and secret_key(key) else value  # an api_key, token or password never names a folder
         out.append(f"{key}{eq}{_short(value)}" if eq else p)
     return ",".join(out).replace("/", "_") or "default"
 
