@@ -48,17 +48,18 @@ def test_smollm2_packed_choice_scores_equal_one_prompt_per_choice(smollm2):
     """Many choices (more than a batch) are scored in one packed sequence: the same log-likelihoods as one prompt
     copy per choice."""
     from recbench.api.types import Constraint, Request, SamplingParams
+    from recbench.backends.hf_choice import choose
 
     choices = tuple(f"[{i}," for i in (3, 17, 101, 5, 240, 88, 9, 12, 150, 61, 7, 33, 200, 2, 45, 99, 120, 18, 71, 230))
     req = Request.chat([{"role": "user", "content": "Answer with a python list of 3 numbers from 1 to 240."}],
                        SamplingParams(max_tokens=8), constraint=Constraint(kind="choice", choices=choices))
     prompt = smollm2._prompt(req)
-    packed = smollm2._choose([prompt], [req])[0]  # 20 choices > batch_size 16: the packed path
+    packed = choose(smollm2, [prompt], [req])[0]  # 20 choices > batch_size 16: the packed path
     assert len(choices) > smollm2.batch_size
     old = smollm2.batch_size
     try:
         smollm2.batch_size = 64  # one padded row per choice
-        naive = smollm2._choose([prompt], [req])[0]
+        naive = choose(smollm2, [prompt], [req])[0]
     finally:
         smollm2.batch_size = old
     assert packed.text == naive.text and [d["choice"] for d in packed.logprobs] == list(choices)
