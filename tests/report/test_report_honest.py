@@ -125,7 +125,7 @@ def test_terminal_summary_marks_fallback_drops_parsed_and_explains(runs, capsys)
     out = capsys.readouterr().out
     assert "mae (3 of 3 fallback)" in out and f"│ {m['metrics']['mae']['mean']:.3f} " in out  # marked in its header
     assert "│ parsed" not in out and "parsed 0 |" in out  # the count stays, the pseudo-metric row is gone
-    assert "repaired = answers read after a fix-up" in out
+    assert "repaired = answers parsed after a fix-up" in out
     assert "limit=3, chosen stratified by rating" in out and "backend calls 3" in out
 
 

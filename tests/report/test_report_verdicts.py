@@ -115,6 +115,6 @@ def test_captions_explain_letters_family_and_ci(sweep):
     csv = pd.read_csv(sweep / "report" / "comparisons.csv")
     assert {"family", "family_size", "correction", "direction", "verdict"} <= set(csv.columns)
     out = " ".join((sweep / "compare.out").read_text().split())
-    assert "95% CI: unadjusted paired bootstrap" in out
+    assert "95% CI = unadjusted paired bootstrap" in out
     assert "family = one task, metric and slice; holm over its pairs of runs" in out
     assert "perrec ptc: 6 pairs x 9 slices" in out and "llmrec_rating mae: 3 pairs x 8 slices" in out

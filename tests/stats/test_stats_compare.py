@@ -189,7 +189,8 @@ def test_paired_sd_for_planning(tmp_path):
     assert "one run" in single.source
     write_run(tmp_path / "one" / "b", {"s": b.tolist()}, method="b")
     pair = paired_sd_from_runs([tmp_path / "one"], "s")
-    assert pair.sd == pytest.approx(np.std(a - b, ddof=1)) and pair.source == "paired runs a vs b"
+    assert pair.sd == pytest.approx(np.std(a - b, ddof=1))
+    assert pair.source == f"paired runs {tmp_path / 'one' / 'a'} vs {tmp_path / 'one' / 'b'}"  # the run dirs, named
     assert paired_sd_from_runs([tmp_path / "one"], "other") is None
     # the same system twice (equal on every unit) says nothing of a difference: the informative pair is kept, and
     # alone it is passed over for the one-run estimate (was: sd 0, and mode=plan's power step raised a ValueError)
