@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from recbench.run.construct import build_task, bundled_data
+from recbench.run.construct import build_task
 from recbench.api.errors import ConfigError, DataError
 from recbench.tasks.recbench_plus import data as D
 from tests.helpers import compose_cfg
@@ -17,13 +16,6 @@ from tests.helpers import compose_cfg
 pytestmark = pytest.mark.fast
 
 EXPLICIT = "movie-ExplicitQuery.json"
-
-
-@pytest.fixture()
-def bundle(tmp_path) -> Path:
-    d = tmp_path / "bundle"
-    shutil.copytree(bundled_data("recbench_plus_sample"), d)
-    return d
 
 
 def _load(folder: Path):

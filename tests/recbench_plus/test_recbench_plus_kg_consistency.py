@@ -4,24 +4,16 @@ relation outside the RecBench+ schema is kept with a counted one-line warning (d
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from recbench.api.errors import DataError
-from recbench.run.construct import build_task, bundled_data
+from recbench.run.construct import build_task
 from tests.helpers import compose_cfg
 
 pytestmark = pytest.mark.fast
 EXPLICIT = "movie-ExplicitQuery.json"
-
-
-@pytest.fixture()
-def bundle(tmp_path) -> Path:
-    d = tmp_path / "bundle"
-    shutil.copytree(bundled_data("recbench_plus_sample"), d)
-    return d
 
 
 def _load(folder: Path):
