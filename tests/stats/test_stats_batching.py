@@ -164,3 +164,18 @@ def test_sign_flip_null_is_scipys_null_with_and_without_a_held_word(n, b, seed, 
         want = stats.permutation_test((d,), lambda x, axis=-1: np.sum(x, axis=axis), permutation_type="samples",
                                       vectorized=True, n_resamples=b, random_state=theirs).null_distribution
         assert np.array_equal(got, want)
+
+
+def test_summarize_many_shares_draws_and_equals_summarize_per_column(small_blocks):
+    """Columns with as many defined values share one draw of the index rows; every column's summary is the one
+    summarize gives it alone (NaN left out, a column of one value and an empty one included)."""
+    from recbench.stats.bootstrap import summarize, summarize_many
+
+    x = inputs()
+    cols = {"v": list(x["v"][:40]), "a": list(x["a"][:40]), "nan": list(x["b"][:41]) + [math.nan],
+            "short": list(x["ta"][:9]), "one": [0.5], "none": [math.nan], "bin": [float(v > 0) for v in x["b"][:40]]}
+    got = summarize_many(cols, n_boot=613, seed=11)
+    assert list(got) == list(cols)
+    for name, col in cols.items():
+        assert got[name] == summarize(col, n_boot=613, seed=11), name
+    assert got["nan"]["n"] == 41 and got["nan"]["n_undefined"] == 1 and math.isnan(got["one"]["ci_low"])
