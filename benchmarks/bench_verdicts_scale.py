@@ -94,7 +94,8 @@ d = Path(sys.argv[1])
 cfg = OmegaConf.load(d / "config.yaml")
 t = time.perf_counter()
 task = build_task(cfg)
-task.load()
+if sys.argv[2:] != ["noload"]:  # run_facts may need the loaded data (LLMRec: the users' histories)
+    task.load()
 records = list(read_run(d).samples())
 load_s = time.perf_counter() - t
 c, t = time.process_time(), time.perf_counter()
@@ -113,7 +114,8 @@ def measure(cmd: list[str], limit: int, tree: Path = ROOT) -> dict:
     """Run cmd under /usr/bin/time -v and prlimit --as=limit with PYTHONPATH=tree: wall, peak RSS, exit code, stdout."""
     full = ["prlimit", f"--as={limit}", "--", "/usr/bin/time", "-v", *cmd]
     t = time.perf_counter()
-    p = subprocess.run(full, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)})
+    p = subprocess.run(full, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)},
+                       cwd=tree)  # -m and -c put the working dir before PYTHONPATH: run in the tree
     wall = time.perf_counter() - t
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
     cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", p.stderr))
@@ -125,7 +127,7 @@ def measure(cmd: list[str], limit: int, tree: Path = ROOT) -> dict:
 def _runs(a: argparse.Namespace, out: Path) -> tuple[Path, Path]:
     """The two runs to compare: --runs, else synthesized under out (reused when an earlier call wrote them)."""
     if a.runs:
-        return Path(a.runs[0]), Path(a.runs[1])
+        return Path(a.runs[0]).resolve(), Path(a.runs[1]).resolve()
     if all((out / n / "metrics.json").is_file() for n in ("bm25_history", "random")):
         print(f"reusing the 2 runs under {out}", flush=True)
         return out / "bm25_history", out / "random"
@@ -140,8 +142,10 @@ def _steps(a: argparse.Namespace, out: Path, ra: Path, rb: Path, tree_name: str)
     steps = {"compare": [py, "-m", "recbench.compare", str(ra), str(rb), "--metric", "ptc",
                          "--json", str(out / f"verdicts-{tree_name}.json")],
              "report": [py, "-m", "recbench.report", str(ra), str(rb), "-o", str(out / f"report-{tree_name}")]}
-    steps.update({f"aggregate {Path(d).parts[-4] if len(Path(d).parts) > 4 else d}": [py, "-c", AGGREGATE, str(d)]
-                  for d in a.aggregate_runs})
+    for spec in a.aggregate_runs:  # RUN_DIR or RUN_DIR::noload (the task's data not loaded first)
+        d, _, how = spec.partition("::")
+        d = str(Path(d).resolve())
+        steps[f"aggregate {Path(d).parts[-4] if len(Path(d).parts) > 4 else d}"] = [py, "-c", AGGREGATE, d, *([how] if how else [])]
     wanted = a.steps.split(",")
     return {k: v for k, v in steps.items() if k.split()[0] in wanted}
 
@@ -153,18 +157,24 @@ def main() -> int:
     ap.add_argument("--out", help="folder for the synthesized runs and the outputs (default: a temporary one)")
     ap.add_argument("--runs", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare these runs instead of synthesizing")
     ap.add_argument("--aggregate-runs", nargs="*", default=[], metavar="RUN_DIR",
-                    help="run dirs whose records run/loop.aggregate aggregates again (timed)")
+                    help="run dirs whose records run/loop.aggregate aggregates again (timed); RUN_DIR::noload skips "
+                         "loading the task's data first (its run facts then lack what needs the data)")
     ap.add_argument("--trees", nargs="*", default=["after=."], metavar="NAME=PATH")
     ap.add_argument("--limit-bytes", type=int, default=8_000_000_000)
     ap.add_argument("--json", default=str(ROOT / "benchmarks/results/bench_verdicts_scale.json"))
     ap.add_argument("--steps", default="compare,report,aggregate", help="which of compare,report,aggregate to measure")
     a = ap.parse_args()
-    out = Path(a.out or tempfile.mkdtemp(prefix="bench_verdicts_"))
+    out = Path(a.out or tempfile.mkdtemp(prefix="bench_verdicts_")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ra, rb = _runs(a, out)
     trees = {n: Path(p).resolve() for n, p in (t.split("=", 1) for t in a.trees)}
     results: dict = {"groups": a.groups, "runs": [str(ra), str(rb)], "limit_bytes": a.limit_bytes,
                      "command": " ".join(sys.argv), "trees": {n: str(p) for n, p in trees.items()}, "steps": []}
+    for name, tree in trees.items():  # the package each tree's commands import (the tree's own, not the install)
+        where = subprocess.run([sys.executable, "-c", "import recbench; print(recbench.__file__)"], cwd=tree,
+                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)}).stdout.strip()
+        print(f"tree {name}: {tree} imports {where}", flush=True)
+        results["trees"][name] = {"path": str(tree), "imports": where}
     first = next(iter(trees))
     for step in _steps(a, out, ra, rb, first):
         for name, tree in trees.items():
