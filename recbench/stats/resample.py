@@ -24,8 +24,8 @@ from collections.abc import Iterator
 import numpy as np
 
 #: values in one (batch x units) block: 1,000,000 (8 MB as float64; a batch has BLOCK_FLOATS // units rows, at least
-#: 1); blocks this size stay in cache and ran 1.5-2x faster than 64 MB ones; not user-facing: the numbers do not
-#: depend on it, only the peak memory and the speed
+#: 1); blocks this size stay in cache and ran 1.2-2x faster than 64 MB ones in a microbenchmark; not user-facing:
+#: the numbers do not depend on it, only the peak memory and the speed
 BLOCK_FLOATS = 1_000_000
 _SCIPY_EPS = np.finfo(np.float64).eps * 100  # scipy.stats.permutation_test's relative tolerance for ties
 _SIGN = np.uint64(63)
