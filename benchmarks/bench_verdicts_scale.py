@@ -1,15 +1,21 @@
-"""compare and report on two PerRecBench-like runs of N paired groups (issue 29: 60,000), wall time and peak RSS.
+"""compare, report and a run's aggregate at scale (issue 29: 60,000 paired groups, 100,000 users): wall, CPU, peak RSS.
 
     PYTHONPATH=. python benchmarks/bench_verdicts_scale.py [--groups 60000] [--out DIR] [--limit-bytes 8000000000]
+        [--runs RUN_A RUN_B] [--aggregate-runs RUN_DIR ...] [--trees after=. before=/tmp/stats_base]
+        [--steps compare,report,aggregate]
 
-Writes two run dirs with the project's own writer (recbench.store.runstore.RunStore, schema records): groups of
-2, 3 and 4 users (easy, medium, hard), popularity and history slices as a real run has them, PTC of two rankers that
-share part of their error (paired units), then runs `python -m recbench.compare A B --metric ptc` and
-`python -m recbench.report A B` as separate processes under `/usr/bin/time -v` and `prlimit --as` (a memory limit),
-printing wall time, CPU time (user + system: what the wall time would be on an idle core, the commands being
-single-threaded), peak RSS, the load average and the verdict figures as they are measured. Results:
+Without --runs, writes two run dirs with the project's own writer (recbench.store.runstore.RunStore, schema records):
+groups of 2, 3 and 4 users (easy, medium, hard), popularity and history slices as a real run has them, PTC of two
+rankers that share part of their error (paired units). With --runs, two existing runs (e.g. the kept 60,000-group
+ml-10M runs of bench_scale). Then runs `python -m recbench.compare A B --metric ptc` and `python -m recbench.report A
+B` as separate processes under `/usr/bin/time -v` and `prlimit --as` (a memory limit), and for each --aggregate-runs
+dir, run/loop.aggregate on its records (the task loaded first, outside the timed part; the run's own bootstrap
+resamples, level and seed). Each `--trees NAME=PATH` is a source tree measured on the same inputs, step after step
+(PYTHONPATH=PATH; `before` = the base commit unpacked with `git archive <base> | tar -x -C /tmp/stats_base` plus the
+conf/data symlinks under recbench/), so before/after ratios come from one invocation. Printed as measured: wall time,
+CPU time (user + system), peak RSS, the load average, and the figures, which must agree between trees. Results:
 benchmarks/results/bench_verdicts_scale.json. Targets (issue 29): compare under 30 s and 1 GB, report under 60 s
-and 2 GB.
+and 2 GB; an LLMRec model-free run of 100,000 users under 2 minutes and 2 GB.
 """
 from __future__ import annotations
 
@@ -77,11 +83,39 @@ def synthesize(out: Path, groups: int, seed: int = 0) -> list[Path]:
     return runs
 
 
-def measure(cmd: list[str], limit: int) -> dict:
-    """Run cmd under /usr/bin/time -v and prlimit --as=limit: wall, peak RSS, exit code, stdout."""
+AGGREGATE = """
+import hashlib, json, sys, time
+from pathlib import Path
+from omegaconf import OmegaConf
+from recbench.run.construct import build_task
+from recbench.run.loop import aggregate
+from recbench.store.schema import read_run
+d = Path(sys.argv[1])
+cfg = OmegaConf.load(d / "config.yaml")
+t = time.perf_counter()
+task = build_task(cfg)
+if sys.argv[2:] != ["noload"]:  # run_facts may need the loaded data (LLMRec: the users' histories)
+    task.load()
+records = list(read_run(d).samples())
+load_s = time.perf_counter() - t
+c, t = time.process_time(), time.perf_counter()
+agg = aggregate(task, records, n_boot=int(cfg.run.bootstrap_resamples), level=float(cfg.run.ci_level),
+                seed=int(cfg.seed))
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+blocks = {"all": agg.metrics, **{f"{k}={v}": b.metrics for k, vals in agg.breakdown.items() for v, b in vals.items()}}
+figures = {sl: {m: [s.mean, s.ci_low, s.ci_high, s.n] for m, s in ms.items()} for sl, ms in blocks.items()}
+print(json.dumps({"units": len(records), "load_s": round(load_s, 1), "aggregate_wall_s": round(wall, 2),
+                  "aggregate_cpu_s": round(cpu, 2), "figures_sha256": hashlib.sha256(json.dumps(figures).encode())
+                  .hexdigest(), "overall": figures["all"]}))
+"""
+
+
+def measure(cmd: list[str], limit: int, tree: Path = ROOT) -> dict:
+    """Run cmd under /usr/bin/time -v and prlimit --as=limit with PYTHONPATH=tree: wall, peak RSS, exit code, stdout."""
     full = ["prlimit", f"--as={limit}", "--", "/usr/bin/time", "-v", *cmd]
     t = time.perf_counter()
-    p = subprocess.run(full, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p = subprocess.run(full, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)},
+                       cwd=tree)  # -m and -c put the working dir before PYTHONPATH: run in the tree
     wall = time.perf_counter() - t
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
     cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", p.stderr))
@@ -90,46 +124,80 @@ def measure(cmd: list[str], limit: int) -> dict:
             "stdout": p.stdout, "stderr_tail": p.stderr[-3000:]}
 
 
+def _runs(a: argparse.Namespace, out: Path) -> tuple[Path, Path]:
+    """The two runs to compare: --runs, else synthesized under out (reused when an earlier call wrote them)."""
+    if a.runs:
+        return Path(a.runs[0]).resolve(), Path(a.runs[1]).resolve()
+    if all((out / n / "metrics.json").is_file() for n in ("bm25_history", "random")):
+        print(f"reusing the 2 runs under {out}", flush=True)
+        return out / "bm25_history", out / "random"
+    t = time.perf_counter()
+    ra, rb = synthesize(out, a.groups)
+    print(f"synthesized 2 runs of {a.groups} groups in {time.perf_counter() - t:.1f} s under {out}", flush=True)
+    return ra, rb
+
+
+def _steps(a: argparse.Namespace, out: Path, ra: Path, rb: Path, tree_name: str) -> dict[str, list[str]]:
+    py = sys.executable
+    steps = {"compare": [py, "-m", "recbench.compare", str(ra), str(rb), "--metric", "ptc",
+                         "--json", str(out / f"verdicts-{tree_name}.json")],
+             "report": [py, "-m", "recbench.report", str(ra), str(rb), "-o", str(out / f"report-{tree_name}")]}
+    for spec in a.aggregate_runs:  # RUN_DIR or RUN_DIR::noload (the task's data not loaded first)
+        d, _, how = spec.partition("::")
+        d = str(Path(d).resolve())
+        steps[f"aggregate {Path(d).parts[-4] if len(Path(d).parts) > 4 else d}"] = [py, "-c", AGGREGATE, d, *([how] if how else [])]
+    wanted = a.steps.split(",")
+    return {k: v for k, v in steps.items() if k.split()[0] in wanted}
+
+
 def main() -> int:
-    """Synthesize, measure compare and report, print and write the results."""
+    """Measure compare, report and aggregate for each tree, print and write the results."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", type=int, default=60_000)
-    ap.add_argument("--out", help="folder for the two runs (default: a temporary one)")
+    ap.add_argument("--out", help="folder for the synthesized runs and the outputs (default: a temporary one)")
+    ap.add_argument("--runs", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare these runs instead of synthesizing")
+    ap.add_argument("--aggregate-runs", nargs="*", default=[], metavar="RUN_DIR",
+                    help="run dirs whose records run/loop.aggregate aggregates again (timed); RUN_DIR::noload skips "
+                         "loading the task's data first (its run facts then lack what needs the data)")
+    ap.add_argument("--trees", nargs="*", default=["after=."], metavar="NAME=PATH")
     ap.add_argument("--limit-bytes", type=int, default=8_000_000_000)
     ap.add_argument("--json", default=str(ROOT / "benchmarks/results/bench_verdicts_scale.json"))
-    ap.add_argument("--steps", default="compare,report", help="which of compare,report to measure")
+    ap.add_argument("--steps", default="compare,report,aggregate", help="which of compare,report,aggregate to measure")
     a = ap.parse_args()
-    out = Path(a.out or tempfile.mkdtemp(prefix="bench_verdicts_"))
-    t = time.perf_counter()
-    if all((out / n / "metrics.json").is_file() for n in ("bm25_history", "random")):
-        ra, rb = out / "bm25_history", out / "random"  # written by an earlier call with the same --out
-        print(f"reusing the 2 runs under {out}", flush=True)
-    else:
-        ra, rb = synthesize(out, a.groups)
-        print(f"synthesized 2 runs of {a.groups} groups in {time.perf_counter() - t:.1f} s under {out}", flush=True)
-    py = sys.executable
-    results = {"groups": a.groups, "limit_bytes": a.limit_bytes, "command": " ".join(sys.argv)}
-    steps = {"compare": [py, "-m", "recbench.compare", str(ra), str(rb), "--metric", "ptc",
-                         "--json", str(out / "verdicts.json")],
-             "report": [py, "-m", "recbench.report", str(ra), str(rb), "-o", str(out / "report")]}
-    steps = {k: v for k, v in steps.items() if k in a.steps.split(",")}
-    for name, cmd in steps.items():
-        r = measure(cmd, a.limit_bytes)
-        print(f"{name}: rc {r['rc']}, wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS {r['peak_rss_mb']} MB, load "
-              f"{' '.join(f'{x:.1f}' for x in r['load'])}", flush=True)
-        if r["rc"] != 0:
-            print(r["stderr_tail"], flush=True)
-        if name == "compare":
-            print(r["stdout"], flush=True)
-        results[name] = {k: v for k, v in r.items() if k != "stdout"}
-    if (out / "verdicts.json").exists():
-        recs = json.loads((out / "verdicts.json").read_text())
-        results["verdicts"] = [{k: c[k] for k in ("run_a", "run_b", "slice", "n", "diff", "ci_low", "ci_high",
-                                                  "p_value", "p_adjusted", "n_resamples", "verdict")} for c in recs]
+    out = Path(a.out or tempfile.mkdtemp(prefix="bench_verdicts_")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    ra, rb = _runs(a, out)
+    trees = {n: Path(p).resolve() for n, p in (t.split("=", 1) for t in a.trees)}
+    results: dict = {"groups": a.groups, "runs": [str(ra), str(rb)], "limit_bytes": a.limit_bytes,
+                     "command": " ".join(sys.argv), "trees": {n: str(p) for n, p in trees.items()}, "steps": []}
+    for name, tree in trees.items():  # the package each tree's commands import (the tree's own, not the install)
+        where = subprocess.run([sys.executable, "-c", "import recbench; print(recbench.__file__)"], cwd=tree,
+                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)}).stdout.strip()
+        print(f"tree {name}: {tree} imports {where}", flush=True)
+        results["trees"][name] = {"path": str(tree), "imports": where}
+    first = next(iter(trees))
+    for step in _steps(a, out, ra, rb, first):
+        for name, tree in trees.items():
+            r = measure(_steps(a, out, ra, rb, name)[step], a.limit_bytes, tree)
+            print(f"{step} [{name}]: rc {r['rc']}, wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS "
+                  f"{r['peak_rss_mb']} MB, load {' '.join(f'{x:.1f}' for x in r['load'])}", flush=True)
+            if r["rc"] != 0:
+                print(r["stderr_tail"], flush=True)
+            row = {"step": step, "tree": name, **{k: v for k, v in r.items() if k != "stdout"}}
+            if step == "compare":
+                print(r["stdout"], flush=True)
+                vj = out / f"verdicts-{name}.json"
+                if vj.exists():
+                    row["verdicts"] = [{k: c[k] for k in ("slice", "n", "diff", "ci_low", "ci_high", "p_value",
+                                                          "n_resamples", "verdict")} for c in json.loads(vj.read_text())]
+            if step.startswith("aggregate") and r["rc"] == 0:
+                row["aggregate"] = json.loads(r["stdout"].strip().splitlines()[-1])
+                print(f"  {json.dumps({k: v for k, v in row['aggregate'].items() if k != 'overall'})}", flush=True)
+            results["steps"].append(row)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {a.json}")
-    return 0 if all(results[s]["rc"] == 0 for s in steps) else 1
+    return 0 if all(r["rc"] == 0 for r in results["steps"]) else 1
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from recbench.stats.verdicts import (
     compare_runs,
     family_line,
     letters,
+    load_systems,
     verdict_of,
     write_json,
 )
@@ -214,20 +215,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         except CompareError as e:
             print(f"recbench: {e}", file=sys.stderr)
             return 2
-    try:
-        comps = compare_runs(args.runs, metrics=args.metric, test=args.test, correction=args.correction,
+    try:  # the runs are read once, for the comparison and the per-template verdicts (60,000 examples: seconds each)
+        systems = load_systems(args.runs, pool_seeds_=args.pool_seeds)
+        comps = compare_runs(systems, metrics=args.metric, test=args.test, correction=args.correction,
                              alpha=args.alpha, n_resamples=args.resamples, seed=args.seed,
-                             slices=not args.no_slices, pool_seeds_=args.pool_seeds, margin=margin)
+                             slices=not args.no_slices, margin=margin)
     except (CompareError, SchemaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print_table(comps, args.correction)
     print_margin_table(comps, args.correction)
-    from recbench.audits.templates import print_template_verdicts, template_verdicts_of_paths
+    from recbench.audits.templates import audited_templates, print_template_verdicts, template_verdicts
 
-    by_template = template_verdicts_of_paths(args.runs, metrics=args.metric, correction=args.correction,
-                                             alpha=args.alpha, seed=args.seed, pool_seeds_=args.pool_seeds,
-                                             n_resamples=args.resamples)
+    by_template = [] if sum(audited_templates(s) >= 2 for s in systems) < 2 else \
+        template_verdicts(systems, metrics=args.metric, correction=args.correction, alpha=args.alpha, seed=args.seed,
+                          n_resamples=args.resamples)
     print_template_verdicts(by_template)  # runs asked with audit.templates=K: the verdict under each template
     if args.json_path:
         write_json(comps, args.json_path)

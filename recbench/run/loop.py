@@ -247,20 +247,23 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
 
     Records are sorted by example id first, so the result does not depend on the order they finished in."""
     from recbench.api.metrics import corpus_values, find_spec, run_info
-    from recbench.stats.bootstrap import summarize
+    from recbench.stats.bootstrap import summarize_many
 
     records = sorted(records, key=lambda r: r.id)
 
     def block(recs: list[SampleRecord]) -> dict[str, MetricSummary]:
         names = list(dict.fromkeys(k for r in recs for k in r.metrics))
-        return {m: MetricSummary(**summarize([r.value(m) for r in recs], n_boot, level, seed)) for m in names}
+        cols = summarize_many({m: [r.value(m) for r in recs] for m in names}, n_boot, level, seed)  # draws shared
+        return {m: MetricSummary(**s) for m, s in cols.items()}
 
     status = Counter(r.parse_status for r in records)
     breakdown: dict[str, dict[str, SliceResult]] = {}
     for key in task.breakdown_by:
         values = task.slice_values(key, {str(r.meta.get(key)) for r in records if key in r.meta})
-        breakdown[key] = {v: SliceResult(n=len(sub), metrics=block(sub)) for v in values
-                          for sub in [[r for r in records if str(r.meta.get(key)) == v]]}
+        groups: dict[str, list[SampleRecord]] = {}  # one pass over the records per key, not one per value
+        for r in records:
+            groups.setdefault(str(r.meta.get(key)), []).append(r)
+        breakdown[key] = {v: SliceResult(n=len(sub), metrics=block(sub)) for v in values for sub in [groups.get(v, [])]}
     calls = [c for r in records for c in r.calls]
     metrics = block(records)
     extra = _facts(task, records)

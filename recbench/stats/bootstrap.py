@@ -42,25 +42,42 @@ def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, level: float = 0.9
     default_rng(seed), drawn in bounded batches (recbench.stats.resample), written out because importing scipy.stats costs more start-up time than the rest of a run;
     tests/core/test_core_bootstrap.py checks equality with scipy on many inputs.
     """
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    means = np.concatenate([x[idx].mean(axis=-1) for idx in integer_blocks(rng, len(x), n_boot)])
+    return bootstrap_cis([values], n_boot, level, seed)[0]
+
+
+def bootstrap_cis(columns: Sequence[Sequence[float]], n_boot: int = 1000, level: float = 0.95,
+                  seed: int = 0) -> list[tuple[float, float]]:
+    """bootstrap_ci of each column, value for value; columns of one length share one draw of the index rows (the
+    draws depend only on the length and the seed, and cost more than the means)."""
+    xs = [np.asarray(v, dtype=float) for v in columns]
+    out: list[tuple[float, float]] = [(math.nan, math.nan)] * len(xs)
+    by_len: dict[int, list[int]] = {}
+    for k, x in enumerate(xs):
+        by_len.setdefault(len(x), []).append(k)
     alpha = (1 - level) / 2
-    lo, hi = np.quantile(means, [alpha, 1 - alpha])
-    return float(lo), float(hi)
+    for n, ks in by_len.items():
+        if n < 2:
+            continue
+        means: dict[int, list[np.ndarray]] = {k: [] for k in ks}
+        for idx in integer_blocks(np.random.default_rng(seed), n, n_boot):
+            for k in ks:
+                means[k].append(xs[k][idx].mean(axis=-1))
+        for k in ks:
+            lo, hi = np.quantile(np.concatenate(means[k]), [alpha, 1 - alpha])
+            out[k] = (float(lo), float(hi))
+    return out
 
 
 def summarize(values: Iterable[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> dict[str, Any]:
     """Mean, 95% bootstrap CI, and counts of defined / undefined (NaN) values."""
-    vals = [float(v) for v in values]
-    defined = [v for v in vals if not math.isnan(v)]
-    lo, hi = bootstrap_ci(defined, n_boot, level, seed)
-    return {
-        "mean": float(np.mean(defined)) if defined else math.nan,
-        "ci_low": lo,
-        "ci_high": hi,
-        "n": len(defined),
-        "n_undefined": len(vals) - len(defined),
-    }
+    return summarize_many({"": values}, n_boot, level, seed)[""]
+
+
+def summarize_many(columns: dict[str, Iterable[float]], n_boot: int = 1000, level: float = 0.95,
+                   seed: int = 0) -> dict[str, dict[str, Any]]:
+    """summarize of each named column, value for value (columns with as many defined values share the draws)."""
+    vals = {m: [float(v) for v in col] for m, col in columns.items()}
+    defined = {m: [v for v in vs if not math.isnan(v)] for m, vs in vals.items()}
+    cis = dict(zip(defined, bootstrap_cis(list(defined.values()), n_boot, level, seed)))
+    return {m: {"mean": float(np.mean(d)) if d else math.nan, "ci_low": cis[m][0], "ci_high": cis[m][1],
+                "n": len(d), "n_undefined": len(vals[m]) - len(d)} for m, d in defined.items()}

@@ -17,6 +17,7 @@ import itertools
 import logging
 import math
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -178,8 +179,10 @@ def _mean_record(m, spec, a, b, ids, base, *, test, n_resamples, seed, level, no
     if test == "mcnemar" and not is_binary(xa, xb):
         raise CompareError(f"--test mcnemar needs 0/1 values per unit, but metric '{m}' has others "
                            "(or clusters average them); use --test permutation")
-    res = paired_test(xa, xb, test, binary=binary, n_resamples=n_resamples, seed=seed)
-    lo, hi = paired_bootstrap_ci(xa, xb, n_resamples=n_resamples or 9999, level=level, seed=seed)
+    with ThreadPoolExecutor(1) as pool:  # the CI's resamples on a second core while the test runs (numpy frees the GIL)
+        ci = pool.submit(paired_bootstrap_ci, xa, xb, n_resamples=n_resamples or 9999, level=level, seed=seed)
+        res = paired_test(xa, xb, test, binary=binary, n_resamples=n_resamples, seed=seed)
+        lo, hi = ci.result()
     if res.note and res.test == "mcnemar":
         notes.append(res.note)
     diff = float(xa.mean() - xb.mean())

@@ -120,3 +120,62 @@ def test_compare_runs_gives_the_pre_batching_numbers(tmp_path, small_blocks):
     got = compare_outputs(tmp_path)
     for key in ("corpus_and_mean", "compare_runs"):
         assert got[key] == REFERENCE[key], key
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 20001, 60000, 2 ** 31 + 12345, 3_000_000_000, 2 ** 40 + 3])
+@pytest.mark.parametrize("rows", [1, 3, 7])
+def test_integer_blocks_equal_one_integers_call_and_leave_its_state(n, rows):
+    """Batches drawn by separate native calls are the one call's matrix, and the generator ends where it ends (the
+    held 32-bit half of PCG64 included), also when a draw before them left a half held."""
+    from recbench.stats.resample import integer_blocks
+
+    width = n if n <= 60000 else 11  # above, rows of 11 draws from [0, n): the stream integer_blocks relies on
+
+    for held in (False, True):
+        one, batched = np.random.default_rng(n % 1000), np.random.default_rng(n % 1000)
+        if held:
+            one.integers(0, 2 ** 32, dtype=np.uint32), batched.integers(0, 2 ** 32, dtype=np.uint32)
+            assert one.bit_generator.state["has_uint32"] == 1
+        want = one.integers(0, n, (17, width)) if width == n else one.integers(0, n, (17 * width,)).reshape(17, width)
+        if width == n:
+            got = np.concatenate(list(integer_blocks(batched, n, 17, rows)))
+        else:  # the same stream: rows of `width` draws from [0, n), drawn a batch at a time
+            got = np.concatenate([batched.integers(0, n, (min(rows, 17 - k) * width,)).reshape(-1, width)
+                                  for k in range(0, 17, rows)])
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+        assert batched.bit_generator.state == one.bit_generator.state
+        assert one.integers(0, 2 ** 32) == batched.integers(0, 2 ** 32)  # and the next draw agrees
+
+
+@pytest.mark.parametrize("n,b,seed", [(5, 7, 0), (25, 301, 3), (64, 999, 8), (301, 40, 1)])
+def test_sign_flip_null_is_scipys_null_with_and_without_a_held_word(n, b, seed, small_blocks):
+    """The null of sum(d) under sign flips equals scipy.stats.permutation_test's (samples) value for value, in tiny
+    blocks, when the generator starts fresh and when an earlier draw left a 32-bit half in its state."""
+    from scipy import stats
+
+    from recbench.stats.resample import sign_flip_null
+
+    d = np.random.default_rng(seed).choice([-1.0, -1 / 3, 1 / 3, 1.0, 0.7], n) * np.linspace(0.5, 1.5, n)
+    for held in (False, True):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        if held:
+            ours.integers(0, 2 ** 32, dtype=np.uint32), theirs.integers(0, 2 ** 32, dtype=np.uint32)
+        got = sign_flip_null(d, b, ours)
+        want = stats.permutation_test((d,), lambda x, axis=-1: np.sum(x, axis=axis), permutation_type="samples",
+                                      vectorized=True, n_resamples=b, random_state=theirs).null_distribution
+        assert np.array_equal(got, want)
+
+
+def test_summarize_many_shares_draws_and_equals_summarize_per_column(small_blocks):
+    """Columns with as many defined values share one draw of the index rows; every column's summary is the one
+    summarize gives it alone (NaN left out, a column of one value and an empty one included)."""
+    from recbench.stats.bootstrap import summarize, summarize_many
+
+    x = inputs()
+    cols = {"v": list(x["v"][:40]), "a": list(x["a"][:40]), "nan": list(x["b"][:41]) + [math.nan],
+            "short": list(x["ta"][:9]), "one": [0.5], "none": [math.nan], "bin": [float(v > 0) for v in x["b"][:40]]}
+    got = summarize_many(cols, n_boot=613, seed=11)
+    assert list(got) == list(cols)
+    for name, col in cols.items():
+        assert got[name] == summarize(col, n_boot=613, seed=11), name
+    assert got["nan"]["n"] == 41 and got["nan"]["n_undefined"] == 1 and math.isnan(got["one"]["ci_low"])
