@@ -135,3 +135,8 @@ def member(s: Store, m: int) -> LazyMember:
 def lazy_history_lens(data: Any, fallback: Callable[[Any], list[int]]) -> list[int]:
     """Members' prior-rating counts of an example's data (without building a lazy group's members)."""
     return data.history_lens() if isinstance(data, LazyGroup) else fallback(data)
+
+
+def lazy_store(data: Any) -> "Store | None":
+    """The store a lazy group's members are built from (None for a plain example's data)."""
+    return data._store if isinstance(data, LazyGroup) else None
