@@ -91,3 +91,17 @@ def test_user_and_item_average_rows_are_one_class_with_a_parameter():
     assert outs["item_avg"]["ratings"] == {"u1": 3.9, "u2": 3.9}
     # item average: 3.9 - 3.5 = 0.4 > 3.9 - 4.25, so u1 first
     assert outs["item_avg"]["order"] == ["u1", "u2"]
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2 ** 32 - 1, 2 ** 32, 2 ** 40])
+def test_display_permutation_is_numpys_over_the_listed_seed_words(seed):
+    import numpy as np
+
+    from recbench.tasks.perrec.prompting import _permutation
+
+    for order in (0, 1, 5):
+        for eid in ("g1", "grp-ü€", "x" * 40):
+            words = [seed, *eid.encode()] if not order else [seed, 9, order, *eid.encode()]
+            for n in (2, 3, 4, 9):
+                want = tuple(int(i) for i in np.random.default_rng(words).permutation(n))
+                assert _permutation.__wrapped__(seed, eid, order, n) == want
