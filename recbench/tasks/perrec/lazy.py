@@ -51,9 +51,10 @@ class LazyMember(dict):
         mem, r = s.members, s.ratings
         lo, hi = int(mem.shown_start[m]), int(mem.end[m])
         if key == "history":
-            value = [_item(s, j) for j in range(lo, hi)]
+            value = _items(s, np.arange(lo, hi))
         else:
-            value = [_item(s, lo + int(p)) for p in mem.retrieved[m] if p >= 0]
+            top = mem.retrieved[m]
+            value = _items(s, lo + top[top >= 0].astype(np.int64))
         self[key] = value
         return value
 
@@ -69,9 +70,11 @@ class LazyMember(dict):
         return dict, (self.materialize(),)
 
 
-def _item(s: Store, row: int) -> dict[str, Any]:
-    code = int(s.ratings.item[row])
-    return {"item_id": str(s.ratings.items[code]), "title": s.titles[code], "rating": float(s.ratings.rating[row])}
+def _items(s: Store, rows: np.ndarray) -> list[dict[str, Any]]:
+    """The rated items of these ratings rows: item id, title and rating."""
+    items, titles = s.ratings.items, s.titles
+    return [{"item_id": str(items[c]), "title": titles[c], "rating": v}
+            for c, v in zip(s.ratings.item[rows].tolist(), s.ratings.rating[rows].tolist())]
 
 
 class LazyGroup(dict):
