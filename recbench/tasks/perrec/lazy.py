@@ -52,9 +52,13 @@ class LazyMember(dict):
         lo, hi = int(mem.shown_start[m]), int(mem.end[m])
         if key == "history":
             value = _items(s, np.arange(lo, hi))
-        else:
-            top = mem.retrieved[m]
-            value = _items(s, lo + top[top >= 0].astype(np.int64))
+        else:  # a few rows: read one at a time (cheaper than numpy's fancy indexing at this size)
+            item, rating, items, titles = r.item, r.rating, r.items, s.titles
+            value = []
+            for p in mem.retrieved[m].tolist():
+                if p >= 0:
+                    c = int(item[lo + p])
+                    value.append({"item_id": str(items[c]), "title": titles[c], "rating": float(rating[lo + p])})
         self[key] = value
         return value
 
