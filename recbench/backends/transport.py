@@ -90,15 +90,45 @@ class AiohttpTransport(Transport):
             tc.on_connection_create_end.append(_connected)
             traces.append(tc)
         timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, 30.0))
+        # the environment's proxy and netrc credentials (what trust_env=True reads) are looked up once per server
+        # (_from_env), not in two worker-thread hops per request
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency, ttl_dns_cache=300),
-                                              timeout=timeout, trace_configs=traces, trust_env=True)
+                                              timeout=timeout, trace_configs=traces, trust_env=False)
         self._connect_timeout = getattr(aiohttp, "ConnectionTimeoutError", ())
+        self._env: dict[str, dict[str, Any]] = {}
+
+    def _from_env(self, url: str) -> dict[str, Any]:
+        """The proxy (HTTP(S)_PROXY / NO_PROXY, with its login) and the netrc login (an Authorization header value)
+        aiohttp's trust_env=True would use for this URL's server; read on the server's first request."""
+        from yarl import URL
+
+        u = URL(url)
+        key = str(u.origin())
+        if key not in self._env:
+            from aiohttp import helpers
+
+            extra: dict[str, Any] = {}
+            try:
+                extra["proxy"], extra["proxy_auth"] = helpers.get_env_proxy_for_url(u)
+            except LookupError:
+                pass
+            if u.host is not None and u.user is None:  # credentials in the URL win, as aiohttp has it
+                try:
+                    extra["login"] = helpers.basicauth_from_netrc(helpers.netrc_from_env(), u.host).encode()
+                except LookupError:
+                    pass
+            self._env[key] = extra
+        return self._env[key]
 
     async def post(self, url: str, body: bytes, headers: dict[str, str]) -> HttpReply:
         """POST with aiohttp; errors mapped to the transport exceptions."""
         a = self._aiohttp
         try:
-            async with self._session.post(url, data=body, headers=headers) as r:
+            env = self._from_env(url)
+            if "login" in env and "Authorization" not in headers:  # an API key's header wins over a netrc login
+                headers = {**headers, "Authorization": env["login"]}
+            async with self._session.post(url, data=body, headers=headers, proxy=env.get("proxy"),
+                                          proxy_auth=env.get("proxy_auth")) as r:
                 data = await r.read()
                 return HttpReply(r.status, r.headers, data)
         except self._connect_timeout as e:  # type: ignore[misc]

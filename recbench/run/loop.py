@@ -9,6 +9,7 @@ barrier. Identical requests in flight are sent once. Finished examples are appen
 """
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import time
@@ -107,8 +108,10 @@ class EvalLoop:
 
         self._progress = RequestProgress(f"{self.task.name}/{self.method.name}", len(todo),
                                          exact=self.method.asks_one_round(), enabled=self.progress)
+        gc.freeze()  # the examples live through the run: full collections need not walk them again and again
         try:
             self._settle()
+            gc.freeze()  # nor the examples in progress, their prompts and requests, while the backend answers
             if self._ready:
                 backend = self.backend  # built here on the first cache miss (it says so, with its load time)
                 if backend is None:
@@ -119,6 +122,7 @@ class EvalLoop:
             if self._waiting or self._ready or self._todo or self._active:
                 raise RuntimeError(f"loop ended with {self._active} examples unfinished (a backend returned early)")
         finally:
+            gc.unfreeze()
             self._flush()
             self._progress.close()
             self.stats.wall_time_s += time.time() - t0

@@ -82,3 +82,37 @@ def test_the_pandas_fallback_reader_builds_the_same_examples(monkeypatch):
     fast = [e.data.materialize() for e in load_examples.__wrapped__.uncached(SAMPLE, 4, 20)]
     monkeypatch.setattr(columnar, "_arrow_table", lambda path: None)  # as for a file pyarrow cannot read cleanly
     assert [e.data.materialize() for e in load_examples.__wrapped__.uncached(SAMPLE, 4, 20)] == fast
+
+
+@pytest.mark.parametrize("ids", ["int", "text"])
+def test_ratings_columns_by_hand_and_as_the_pandas_reader_reads_them(tmp_path, monkeypatch, ids):
+    from recbench.tasks.perrec import columnar, data
+
+    users, items = (["10", "9", "10", "9", "2", "10"], ["7", "30", "30", "7", "100", "100"]) if ids == "int" else \
+        (["u10", "u9", "u10", "u9", "u2", "u10"], ["b", "a", "a", "b", "c", "c"])
+    rows = zip(users, items, [4.0, 3.5, 5.0, -0.0, 2.0, 4.0], [30, 10, 20, 10, 5, 20])
+    p = tmp_path / "ratings.csv"
+    p.write_text("user_id,item_id,rating,timestamp\n" + "".join(f"{u},{i},{r},{t}\n" for u, i, r, t in rows))
+    got = columnar.read_ratings(p, data._read_table)
+    # ids sorted as text ("10" < "2" < "9"); rows by user then time, file order among equal times
+    assert got.users.tolist() == sorted(set(users)) and got.user_ptr.tolist() == [0, 3, 4, 6]
+    assert got.items[got.item].tolist() == [items[k] for k in (2, 5, 0, 4, 1, 3)]
+    assert got.rating.tolist() == [5.0, 4.0, 4.0, 2.0, 3.5, -0.0]
+    assert got.timestamp.tolist() == [20.0, 20.0, 30.0, 5.0, 10.0, 10.0]
+    assert got.values.tolist() == [0.0, 2.0, 3.5, 4.0, 5.0] and got.value.tolist() == [4, 3, 3, 1, 2, 0]
+    monkeypatch.setattr(columnar, "_arrow_table", lambda path: None)  # the pandas reader, for a file arrow refuses
+    slow = columnar.read_ratings(p, data._read_table)
+    for f in ("users", "user_ptr", "items", "item", "rating", "timestamp", "values", "value"):
+        assert getattr(got, f).tolist() == getattr(slow, f).tolist(), f
+
+
+def test_query_item_counts_come_from_the_loaded_ratings_without_reading_them_again(monkeypatch):
+    from recbench.tasks.perrec import data
+
+    want = data.item_rating_counts.uncached(SAMPLE)
+    exs = list(load_examples.__wrapped__.uncached(SAMPLE, 4, 20))
+    monkeypatch.setattr(data, "read_ratings", lambda *a: pytest.fail("the ratings file was read again"))
+    assert data.query_item_counts(exs, SAMPLE) == want and sum(want.values()) == len(exs[0].data._store.ratings.item)
+    plain = [type(e)(id=e.id, data=e.data.materialize(), meta=e.meta) for e in exs[:3]]  # no store: the file is read
+    monkeypatch.setattr(data, "item_rating_counts", lambda d: {"read": 1})
+    assert data.query_item_counts(plain, SAMPLE) == {"read": 1}

@@ -2,7 +2,6 @@
 (hand-written expected text), and the one average-rating reference class behind user_avg / item_avg."""
 from __future__ import annotations
 
-import recbench.api.prompts as prompts_mod
 import recbench.tasks.perrec.methods as pm
 import recbench.tasks.perrec.prompting as pp
 from recbench.run.construct import build_task
@@ -45,20 +44,13 @@ def test_each_user_block_rendered_once_per_example_and_shared_by_methods(monkeyp
     ex = Example(id="g1", data={"query_item": "i1", "query_title": "Hand Cream", "timestamp": 0,
                                 "item_avg_rating": 3.9, "users": users}, meta={"difficulty": "hard"})
     rendered = []
-    real = prompts_mod.get_template
+    real = pp._block_body
 
-    def counting(package, name):
-        t = real(package, name)
-        if name != "_user_block.j2":
-            return t
+    def counting(user, profile, query_title):
+        rendered.append(user["user_id"])
+        return real(user, profile, query_title)
 
-        class Counting:
-            def render(self, **kw):
-                rendered.append(kw["user"]["user_id"])
-                return t.render(**kw)
-        return Counting()
-
-    monkeypatch.setattr(pp, "get_template", counting)
+    monkeypatch.setattr(pp, "_block_body", counting)
     pp._BLOCKS.clear()
     m = _method("pairwise")
     gen = m.run(ex)
@@ -91,3 +83,41 @@ def test_user_and_item_average_rows_are_one_class_with_a_parameter():
     assert outs["item_avg"]["ratings"] == {"u1": 3.9, "u2": 3.9}
     # item average: 3.9 - 3.5 = 0.4 > 3.9 - 4.25, so u1 first
     assert outs["item_avg"]["order"] == ["u1", "u2"]
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2 ** 32 - 1, 2 ** 32, 2 ** 40])
+def test_display_permutation_is_numpys_over_the_listed_seed_words(seed):
+    import numpy as np
+
+    from recbench.tasks.perrec.prompting import _permutation
+
+    for order in (0, 1, 5):
+        for eid in ("g1", "grp-ü€", "x" * 40):
+            words = [seed, *eid.encode()] if not order else [seed, 9, order, *eid.encode()]
+            for n in (2, 3, 4, 9):
+                want = tuple(int(i) for i in np.random.default_rng(words).permutation(n))
+                assert _permutation.__wrapped__(seed, eid, order, n) == want
+
+
+def test_user_blocks_written_without_jinja_are_the_templates_text(tmp_path, monkeypatch):
+    from recbench.api.prompts import get_template
+    from recbench.tasks.perrec.data import load_examples
+
+    template = get_template(pp.PKG, "_user_block.j2")
+    odd = [{"title": t, "rating": r} for t, r in (("{{ x }} & <b>", 4.5), ("Été \"quoted\"", 1.0), ("", 3.0))]
+    users = [u for e in load_examples.__wrapped__.uncached("data/perrec_sample", 4, 200) for u in e.data["users"]]
+    users += [{**users[0], "retrieved": []}, {**users[1], "retrieved": odd, "avg_rating": 3, "history_len": 7}]
+    pp._block_is_plain.cache_clear()
+    assert pp._block_is_plain()
+    for u in users:
+        for profile in (None, "", "likes {{ x }}\nand more"):
+            want = template.render(label=pp._LABEL_SLOT, user=u, profile=profile, query_title="Q \"t\" {% x %}")
+            assert pp._block_body(u, profile, "Q \"t\" {% x %}") == want
+    # a user block template of another text (here one in the working folder) is rendered by Jinja
+    (tmp_path / "_user_block.j2").write_text("{{ label }} {{ user.history_len }}\n")
+    monkeypatch.chdir(tmp_path)
+    pp._block_is_plain.cache_clear()
+    try:
+        assert not pp._block_is_plain()
+    finally:
+        pp._block_is_plain.cache_clear()

@@ -64,9 +64,8 @@ def _arrow_table(path: Path):
         return None
     for c in ("user_id", "item_id"):
         t = tbl.schema.field(c).type
-        if pa.types.is_integer(t):  # pandas reads such ids as integers too, then as their decimal text
-            tbl = tbl.set_column(tbl.schema.get_field_index(c), c, tbl[c].cast(pa.string()))
-        elif not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        # integer ids: pandas reads them as integers too, then as their decimal text (_codes writes them so)
+        if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)):
             return None
     for c in ("rating", "timestamp"):
         t = tbl.schema.field(c).type
@@ -76,12 +75,12 @@ def _arrow_table(path: Path):
 
 
 def _codes(column) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted unique ids, code per row) of an arrow string column."""
+    """(sorted unique ids, int32 code per row) of an arrow id column (integers: ids are their decimal text)."""
     enc = column.combine_chunks().dictionary_encode() if hasattr(column, "combine_chunks") else column.dictionary_encode()
-    names = np.asarray(enc.dictionary.to_pylist(), dtype=object)
+    names = np.asarray([str(v) for v in enc.dictionary.to_pylist()], dtype=object)
     order = np.argsort(names.astype(str), kind="stable")
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
+    rank = np.empty(len(order), np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
     return names[order], rank[enc.indices.to_numpy(zero_copy_only=False)]
 
 
@@ -95,8 +94,8 @@ def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratin
     """The ratings file as sorted columns; `pandas_reader(path)` is the checked fallback (DataError on bad lines)."""
     tbl = _arrow_table(path)
     if tbl is not None:
-        rating = tbl["rating"].to_numpy().astype(np.float64)
-        ts = tbl["timestamp"].to_numpy().astype(np.float64)
+        rating = tbl["rating"].to_numpy().astype(np.float64, copy=False)
+        ts = tbl["timestamp"].to_numpy().astype(np.float64, copy=False)
         if not (np.isfinite(rating).all() and np.isfinite(ts).all()):
             tbl = None
     if tbl is None:
@@ -111,14 +110,34 @@ def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratin
     else:
         (users, ucode), (items, icode) = _codes(tbl["user_id"]), _codes(tbl["item_id"])
         del tbl
+        _release_arrow_memory()
+    return _sorted(users, ucode, items, icode, rating, ts)
+
+
+def _sorted(users: np.ndarray, ucode: np.ndarray, items: np.ndarray, icode: np.ndarray, rating: np.ndarray,
+            ts: np.ndarray) -> Ratings:
+    """The rows sorted by user code then time (stable: file order among ties), one column at a time."""
     order = np.lexsort((ts, ucode))  # stable: file order among equal (user, time)
-    ucode = ucode[order]
-    ptr = np.searchsorted(ucode, np.arange(len(users) + 1)).astype(np.int64)
-    out = Ratings(users, ptr, items, icode[order].astype(np.int32), rating[order], ts[order])
-    values, codes = np.unique(out.rating, return_inverse=True)
-    if len(values) <= 4096:
-        out.values, out.value = values, codes.astype(np.int16)
+    ptr = np.zeros(len(users) + 1, np.int64)
+    np.cumsum(np.bincount(ucode, minlength=len(users)), out=ptr[1:])
+    del ucode
+    item = icode[order].astype(np.int32, copy=False)
+    del icode
+    rating = rating[order]
+    ts = ts[order]
+    del order
+    out = Ratings(users, ptr, items, item, rating, ts)
+    values = np.unique(rating)
+    if len(values) <= 4096:  # each row's code into the sorted distinct values (np.unique's inverse)
+        out.values, out.value = values, np.searchsorted(values, rating).astype(np.int16)
     return out
+
+
+def _release_arrow_memory() -> None:
+    """Hand the memory arrow's pool keeps after a read back to the system (mimalloc and jemalloc keep it otherwise)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def item_rows(r: Ratings) -> tuple[np.ndarray, np.ndarray]:

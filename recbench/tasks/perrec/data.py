@@ -15,8 +15,8 @@ from recbench.store.derived_cache import disk_cached
 from recbench.api.errors import DataError
 from recbench.api.types import Example
 from recbench.tasks.perrec.bm25 import TokenTable, bm25_top_k, tokenize  # noqa: F401 - tokenize: the loaders' word rule
-from recbench.tasks.perrec.columnar import read_ratings
-from recbench.tasks.perrec.lazy import LazyGroup, Store, lazy_history_lens
+from recbench.tasks.perrec.columnar import Ratings, read_ratings
+from recbench.tasks.perrec.lazy import LazyGroup, Store, lazy_history_lens, lazy_store
 from recbench.tasks.perrec.members import MemberBuilder
 
 if TYPE_CHECKING:
@@ -193,9 +193,20 @@ def tercile(value: float, cuts: list[float], labels: tuple[str, str, str] = STRA
 @disk_cached("perrec_item_counts", lambda data_dir: [_ratings_path(Path(data_dir))])
 def item_rating_counts(data_dir: str) -> dict[str, int]:
     """Ratings per item in the data folder's ratings file (the popularity of a query item)."""
-    r = read_ratings(_ratings_path(Path(data_dir)), _read_table)
+    return rating_counts(read_ratings(_ratings_path(Path(data_dir)), _read_table))
+
+
+def rating_counts(r: Ratings) -> dict[str, int]:
+    """Ratings per item id of a columnar ratings table (items without ratings left out)."""
     counts = np.bincount(r.item, minlength=len(r.items))
     return {str(i): int(n) for i, n in zip(r.items.tolist(), counts.tolist()) if n}
+
+
+def query_item_counts(examples: list[Example], data_dir: str) -> dict[str, int]:
+    """item_rating_counts(data_dir), counted from the ratings the examples were built from when they hold them
+    (lazy groups of load_examples), so a first load reads the ratings file once."""
+    store = lazy_store(examples[0].data) if examples else None
+    return rating_counts(store.ratings) if store is not None else item_rating_counts(data_dir)
 
 
 def history_item_counts(examples: list[Example]) -> dict[str, int]:

@@ -51,9 +51,14 @@ class LazyMember(dict):
         mem, r = s.members, s.ratings
         lo, hi = int(mem.shown_start[m]), int(mem.end[m])
         if key == "history":
-            value = [_item(s, j) for j in range(lo, hi)]
-        else:
-            value = [_item(s, lo + int(p)) for p in mem.retrieved[m] if p >= 0]
+            value = _items(s, np.arange(lo, hi))
+        else:  # a few rows: read one at a time (cheaper than numpy's fancy indexing at this size)
+            item, rating, items, titles = r.item, r.rating, r.items, s.titles
+            value = []
+            for p in mem.retrieved[m].tolist():
+                if p >= 0:
+                    c = int(item[lo + p])
+                    value.append({"item_id": str(items[c]), "title": titles[c], "rating": float(rating[lo + p])})
         self[key] = value
         return value
 
@@ -69,9 +74,11 @@ class LazyMember(dict):
         return dict, (self.materialize(),)
 
 
-def _item(s: Store, row: int) -> dict[str, Any]:
-    code = int(s.ratings.item[row])
-    return {"item_id": str(s.ratings.items[code]), "title": s.titles[code], "rating": float(s.ratings.rating[row])}
+def _items(s: Store, rows: np.ndarray) -> list[dict[str, Any]]:
+    """The rated items of these ratings rows: item id, title and rating."""
+    items, titles = s.ratings.items, s.titles
+    return [{"item_id": str(items[c]), "title": titles[c], "rating": v}
+            for c, v in zip(s.ratings.item[rows].tolist(), s.ratings.rating[rows].tolist())]
 
 
 class LazyGroup(dict):
@@ -135,3 +142,8 @@ def member(s: Store, m: int) -> LazyMember:
 def lazy_history_lens(data: Any, fallback: Callable[[Any], list[int]]) -> list[int]:
     """Members' prior-rating counts of an example's data (without building a lazy group's members)."""
     return data.history_lens() if isinstance(data, LazyGroup) else fallback(data)
+
+
+def lazy_store(data: Any) -> "Store | None":
+    """The store a lazy group's members are built from (None for a plain example's data)."""
+    return data._store if isinstance(data, LazyGroup) else None

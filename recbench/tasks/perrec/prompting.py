@@ -34,6 +34,46 @@ def _fill(skeleton: str, slots: dict[str, str], variables: dict[str, Any]) -> st
     return skeleton
 
 
+#: the packaged _user_block.j2 that _plain_block writes without Jinja (used only while the template is this text)
+_PLAIN_SOURCE = """{{ label }}:
+- Average rating: {{ "%.2f"|format(user.avg_rating) }}; most common rating: {{ "%g"|format(user.most_common_rating) }}; number of ratings: {{ user.history_len }}
+{% if profile %}
+- Profile: {{ profile }}
+{% endif %}
+- Past ratings of items related to "{{ query_title }}":
+{% for h in user.retrieved %}
+  * "{{ h.title }}": {{ "%g"|format(h.rating) }} stars
+{% endfor %}
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _block_is_plain() -> bool:
+    """True when the user block template in use is the packaged one _plain_block writes."""
+    from recbench.api.prompts import template_path
+
+    return template_path(PKG, "_user_block.j2").read_text(encoding="utf-8") == _PLAIN_SOURCE
+
+
+def _plain_block(user: dict[str, Any], profile: Optional[str], query_title: str) -> str:
+    """_PLAIN_SOURCE rendered by string formatting (labelled _LABEL_SLOT): the Jinja text, about 8x faster."""
+    lines = [f"{_LABEL_SLOT}:", f"- Average rating: {'%.2f' % user['avg_rating']}; most common rating: "
+                                f"{'%g' % user['most_common_rating']}; number of ratings: {user['history_len']}"]
+    if profile:
+        lines.append(f"- Profile: {profile}")
+    lines.append(f'- Past ratings of items related to "{query_title}":')
+    lines += [f'  * "{h["title"]}": {"%g" % h["rating"]} stars' for h in user["retrieved"]]
+    return "\n".join(lines) + "\n"
+
+
+def _block_body(user: dict[str, Any], profile: Optional[str], query_title: str) -> str:
+    """One user's block labelled _LABEL_SLOT (_user_block.j2; by string formatting while that is the packaged text)."""
+    if _block_is_plain():
+        return _plain_block(user, profile, query_title)
+    return get_template(PKG, "_user_block.j2").render(label=_LABEL_SLOT, user=user, profile=profile,
+                                                       query_title=query_title)
+
+
 def worst_status(statuses: list[str]) -> str:
     """failed > repaired > ok."""
     return "failed" if "failed" in statuses else "repaired" if "repaired" in statuses else "ok"
@@ -49,8 +89,10 @@ def presentation_order(example: Example, seed: int, order: int = 0) -> list[dict
 @functools.lru_cache(maxsize=65536)
 def _permutation(seed: int, example_id: str, order: int, n: int) -> tuple[int, ...]:
     """The seeded display permutation of presentation_order (computed once per example, shared by the methods)."""
-    rng = np.random.default_rng([seed, *example_id.encode()] if not order else [seed, 9, order, *example_id.encode()])
-    return tuple(int(i) for i in rng.permutation(n))
+    entropy = [seed, *example_id.encode()] if not order else [seed, 9, order, *example_id.encode()]
+    if 0 <= seed < 2 ** 32 and 0 <= order < 2 ** 32:  # one 32-bit word each: the same seed words, coerced faster
+        entropy = np.array(entropy, np.uint32)  # type: ignore[assignment]
+    return tuple(np.random.default_rng(entropy).permutation(n).tolist())
 
 
 class PerRecTaskView(TaskView, Protocol):
@@ -154,9 +196,7 @@ class PerRecMethod(Method[PerRecTaskView]):
         if got is None or got[0] is not user:  # the user object itself is kept, so an id is never reused
             if len(_BLOCKS) > _MAX_BLOCKS:
                 _BLOCKS.clear()
-            body = get_template(PKG, "_user_block.j2").render(label=_LABEL_SLOT, user=user, profile=profile,
-                                                               query_title=query_title)
-            got = _BLOCKS[key] = (user, body)
+            got = _BLOCKS[key] = (user, _block_body(user, profile, query_title))
         body = got[1]
         if body.startswith(_LABEL_SLOT):
             text = label + body[len(_LABEL_SLOT):]

@@ -15,7 +15,7 @@ from recbench.stats.baselines import expected_ptc
 from recbench.api.task import Task
 from recbench.tasks.perrec import settings
 from recbench.tasks.perrec.metrics import kendall_tau_legacy, rating_errors
-from recbench.tasks.perrec.data import add_strata, history_item_counts, item_rating_counts, load_examples, true_order
+from recbench.tasks.perrec.data import add_strata, history_item_counts, load_examples, query_item_counts, true_order
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
                                            UserAverage)
 from recbench.api.types import Example, Outcome, file_sha256
@@ -94,7 +94,7 @@ class PerRecTask(Task):
         if self.released:  # no ratings file: count each item's ratings in the members' histories
             self.strata = add_strata(test, history_item_counts(test), "counted in the members' histories")
         else:
-            self.strata = add_strata(test, item_rating_counts(str(self.cfg.data_dir)), "ratings file")
+            self.strata = add_strata(test, query_item_counts(test, str(self.cfg.data_dir)), "ratings file")
         present = sorted({str(e.meta["difficulty"]) for e in test})
         unknown = [str(d) for d in self.cfg.difficulties if str(d) not in present]
         if test and unknown:  # a filter value the data does not have would silently select fewer (or no) groups
