@@ -138,11 +138,3 @@ def test_loaded_candidates_share_the_catalogue_id_strings():
     ids = [c for rec in cands.values() for c in rec["candidates"]]
     assert len(ids) == 100 * len(cands) and all(own[c] is c for c in ids)
 
-
-def test_rank_baseline_columns_are_the_catalogue_positions():
-    from recbench.tasks.llmrec.rank_baselines import _RankBaseline
-
-    items = ["1", "2", "10", "11"]
-    assert _RankBaseline.columns(["10", "1", "11", "10"], items).tolist() == [2, 0, 3, 2]
-    with pytest.raises(KeyError, match="12"):
-        _RankBaseline.columns(["1", "12"], items)
