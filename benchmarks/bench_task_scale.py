@@ -9,7 +9,8 @@ Inputs are generated (seeded) once into --work: a PerRecBench data dir written i
 Each `--trees NAME=PATH` is a source tree run on the same inputs (PYTHONPATH=PATH): `before` is this branch's base
 commit unpacked with `git archive <base> | tar -x -C /tmp/rb_base` (plus the conf/data symlinks under recbench/).
 Steps: perrec model-free run, first load (empty derived-data cache) then a second method on the cached data;
-LLMRec sequential model-free run; RecBench+ KG load + condition mining + query generation. Results are appended to
+LLMRec sequential model-free run; RecBench+ KG load + condition mining + query generation (the queries' sha256
+printed, so trees can be checked equal), then a model-free run (popular_match) over the KG with those queries. Results are appended to
 benchmarks/results/bench_task_scale.json (figures of each run too, so before/after can be checked equal).
 """
 from __future__ import annotations
@@ -140,7 +141,8 @@ def measure(name: str, tree: str, argv: list[str], env: dict[str, str], limit: i
     cmd = ["/usr/bin/time", "-v", "prlimit", f"--as={limit}", "--", sys.executable, *argv]
     load = os.getloadavg()[0]
     t = time.perf_counter()
-    p = subprocess.run(cmd, env={**os.environ, **env, "PYTHONPATH": tree}, capture_output=True, text=True)
+    # cwd=tree: `python -m` and `-c` put the working directory first on sys.path, ahead of PYTHONPATH
+    p = subprocess.run(cmd, env={**os.environ, **env, "PYTHONPATH": tree}, capture_output=True, text=True, cwd=tree)
     wall = time.perf_counter() - t
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
     cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", p.stderr))
@@ -195,10 +197,10 @@ def llmrec_steps(work: Path, name: str, tree: str, limit: int) -> list[dict]:
 
 
 KG_SCRIPT = """
-import json, sys, time
+import hashlib, json, os, sys, time
 from pathlib import Path
 import pandas as pd
-from recbench.kg.queries import BuildConfig, QueryBuilder
+from recbench.kg.queries import RELEASED_NAMES, BuildConfig, QueryBuilder
 from recbench.tasks.recbench_plus.data import histories_from_ratings, read_bundle_kg
 t = time.perf_counter()
 folder = Path(sys.argv[1])
@@ -207,15 +209,32 @@ t_load = time.perf_counter() - t
 users = pd.read_csv(folder / "users.csv", dtype={"user_id": str})
 hist = histories_from_ratings(pd.read_csv(folder / "ratings.csv", dtype={"user_id": str, "item_id": str}))
 built = QueryBuilder(kg, hist, BuildConfig(per_type=50, seed=0), users=users).build()
-print(json.dumps({"kg_load_s": round(t_load, 1), "total_s": round(time.perf_counter() - t, 1), "kg": kg.stats(),
-                  "queries": {k: len(v) for k, v in built.items()}}))
+total = time.perf_counter() - t
+if len(sys.argv) > 2:  # the queries as a bundle's released-format files, for the model-free run step
+    for qtype, recs in built.items():
+        (Path(sys.argv[2]) / f"movie-{RELEASED_NAMES[qtype]}.json").write_text(json.dumps(recs, indent=1) + "\\n")
+print(json.dumps({"kg_load_s": round(t_load, 1), "total_s": round(total, 1), "kg": kg.stats(),
+                  "queries": {k: len(v) for k, v in built.items()},
+                  "queries_sha256": hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest()}))
 """
 
 
 def kg_steps(work: Path, name: str, tree: str, limit: int) -> list[dict]:
-    """RecBench+: load the generated KG, mine conditions and generate queries (recbench_plus.scale)."""
-    row = measure("recbench_plus kg load + conditions + queries", tree, ["-c", KG_SCRIPT, str(work / "kg")], {}, limit)
-    return [row]
+    """RecBench+: load the generated KG, mine conditions and generate queries (their sha256 in the row's output); then
+    a model-free run (popular_match) over the KG as a bundle with those queries."""
+    bundle = work / f"kg-bundle-{name}"
+    bundle.mkdir(exist_ok=True)
+    for f in ("items.csv", "kg.tsv", "users.csv", "ratings.csv"):
+        if not (bundle / f).exists():
+            (bundle / f).symlink_to(work / "kg" / f)
+    rows = [measure("recbench_plus kg load + conditions + queries", tree,
+                    ["-c", KG_SCRIPT, str(work / "kg"), str(bundle)], {}, limit)]
+    runs = work / f"runs-{name}-kg"
+    env = {"RECBENCH_CACHE_DIR": str(work / f"cache-{name}"), "RECBENCH_RUNS_DIR": str(runs)}
+    row = measure("recbench_plus popular_match run (1 M-fact bundle)", tree,
+                  ["-m", "recbench", "task=recbench_plus", f"task.data.path={bundle}", "method=popular_match"], env, limit)
+    row["metrics"] = metrics_of(runs)
+    return rows + [row]
 
 
 def main() -> None:

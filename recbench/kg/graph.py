@@ -1,6 +1,7 @@
 """A knowledge graph of catalogue items and their typed entities (networkx MultiDiGraph), with title resolution."""
 from __future__ import annotations
 
+import gc
 import re
 import unicodedata
 from collections import defaultdict
@@ -64,31 +65,45 @@ def entity_node(kind: str, name: str) -> str:
 
 
 class KnowledgeGraph:
-    """Items and entities as typed nodes, relations as labelled edges item -> entity (MultiDiGraph)."""
+    """Items and entities as typed nodes, relations as labelled edges item -> entity. Stored as plain dicts (a
+    million facts fit in a few hundred MB and load in seconds); `g` gives the networkx MultiDiGraph view on demand."""
 
     def __init__(self, domain: str = "movie"):
         self.domain = domain
-        self.g = nx.MultiDiGraph()
+        self._nodes: dict[str, dict[str, Any]] = {}  # node key -> attributes, in insertion order (as networkx keeps them)
+        self._types: dict[str, int] = {}  # node type -> node count, in order of first appearance
+        self._relations: set[str] = set()
+        self._items: Optional[list[str]] = None  # cache of items(); reset when an item is added or titled
+        self._graph: Optional[nx.MultiDiGraph] = None  # cache of the networkx view; reset on every change
         self._by_title: dict[tuple[str, Optional[int]], list[str]] = defaultdict(list)  # (norm title, year) -> ids
         self._by_norm: dict[str, list[str]] = defaultdict(list)  # norm title -> ids
-        self._facts: dict[str, dict[tuple[str, str], None]] = defaultdict(dict)  # item id -> ordered fact set
+        self._facts: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)  # item id -> ordered facts -> target type
         self._holders: dict[tuple[str, str], dict[str, None]] = defaultdict(dict)  # (relation, target) -> item ids
 
     # ---- building ---------------------------------------------------------------------------
+    def _new_node(self, node: str, attrs: dict[str, Any]) -> None:
+        self._nodes[node] = attrs
+        self._types[attrs["type"]] = self._types.get(attrs["type"], 0) + 1
+
     def add_item(self, item_id: Any, title: str, year: Optional[int] = None, **attrs: Any) -> str:
         """Add (or update) a catalogue item; a year inside the title is split off when `year` is not given."""
         iid = str(item_id)
         base, y = split_year(title)
         year = int(year) if year not in (None, "") and str(year).isdigit() else y
         node = item_node(iid)
-        if node in self.g and self.g.nodes[node].get("title") is not None:
-            old = self.g.nodes[node]
+        old = self._nodes.get(node)
+        if old is not None and old.get("title") is not None:
             for key in {(normalize_title(old["title"]), old.get("year")), (normalize_title(old["title"]), None)}:
                 if iid in self._by_title.get(key, []):
                     self._by_title[key].remove(iid)
             if iid in self._by_norm.get(normalize_title(old["title"]), []):
                 self._by_norm[normalize_title(old["title"])].remove(iid)
-        self.g.add_node(node, type="item", id=iid, title=base, year=year, **attrs)
+        new = {"type": "item", "id": iid, "title": base, "year": year, **attrs}
+        if old is None:
+            self._new_node(node, new)
+        else:
+            old.update(new)
+        self._items = self._graph = None
         n = normalize_title(base)
         self._by_title[(n, year)].append(iid)
         if year is not None:
@@ -98,47 +113,79 @@ class KnowledgeGraph:
 
     def add_fact(self, item_id: Any, relation: str, target: str, target_type: Optional[str] = None) -> None:
         """Add the edge item --relation--> target (target node typed by the relation unless given)."""
-        node = item_node(item_id)
-        if node not in self.g:
-            self.g.add_node(node, type="item", id=str(item_id), title=None, year=None)
-        kind = target_type or RELATION_TARGET_TYPES.get(relation, "thing")
-        tnode = entity_node(kind, str(target))
-        if tnode not in self.g:
-            self.g.add_node(tnode, type=kind, name=str(target))
-        if not self.g.has_edge(node, tnode, key=relation):
-            self.g.add_edge(node, tnode, key=relation, relation=relation)
-            self._facts[str(item_id)][(relation, str(target))] = None
-            self._holders[(relation, str(target))][str(item_id)] = None
+        self.add_facts(((item_id, relation, target),), target_type)
+
+    def add_facts(self, triples: Iterable[tuple[Any, str, str]], target_type: Optional[str] = None) -> None:
+        """add_fact for each (item id, relation, target) triple, in one loop (a million facts in seconds)."""
+        was_on = gc.isenabled()
+        gc.disable()  # the millions of small dicts and tuples would trigger full collections costing as much as the adding
+        try:
+            self._add_facts(triples, target_type)
+        finally:
+            if was_on:
+                gc.enable()
+        self._graph = None
+
+    def _add_facts(self, triples: Iterable[tuple[Any, str, str]], target_type: Optional[str]) -> None:
+        nodes, all_facts, holders, relations = self._nodes, self._facts, self._holders, self._relations
+        canon: dict[tuple[str, str], tuple[str, str]] = {}
+        for item, relation, target in triples:
+            iid, target = str(item), str(target)
+            node = item_node(iid)
+            if node not in nodes:
+                self._new_node(node, {"type": "item", "id": iid, "title": None, "year": None})
+            kind = target_type or RELATION_TARGET_TYPES.get(relation, "thing")
+            tnode = entity_node(kind, target)
+            if tnode not in nodes:
+                self._new_node(tnode, {"type": kind, "name": target})
+            facts, key = all_facts[iid], (relation, target)
+            key = canon.setdefault(key, key)  # one tuple (and target string) per distinct fact, shared by every item
+            if key not in facts:
+                facts[key] = kind
+                holders[key][iid] = None
+                relations.add(relation)
+
+    @property
+    def g(self) -> nx.MultiDiGraph:
+        """The graph as a networkx MultiDiGraph (built on first use after a change): for graph algorithms."""
+        if self._graph is None:
+            g = nx.MultiDiGraph()
+            g.add_nodes_from((n, dict(d)) for n, d in self._nodes.items())
+            g.add_edges_from((item_node(i), entity_node(kind, t), r, {"relation": r})
+                             for i, facts in self._facts.items() for (r, t), kind in facts.items())
+            self._graph = g
+        return self._graph
 
     # ---- reading ----------------------------------------------------------------------------
     def items(self) -> list[str]:
         """Ids of all catalogue items with a title, in insertion order."""
-        return [d["id"] for _, d in self.g.nodes(data=True) if d.get("type") == "item" and d.get("title") is not None]
+        if self._items is None:
+            self._items = [d["id"] for d in self._nodes.values() if d["type"] == "item" and d.get("title") is not None]
+        return list(self._items)
 
     def has_item(self, item_id: Any) -> bool:
         """True when the item is in the graph."""
-        return item_node(item_id) in self.g
+        return item_node(item_id) in self._nodes
 
     def title(self, item_id: Any, with_year: bool = True) -> str:
         """'Title (Year)' (or the bare title) of an item."""
-        d = self.g.nodes[item_node(item_id)]
+        d = self._nodes[item_node(item_id)]
         return f"{d['title']} ({d['year']})" if with_year and d.get("year") else str(d["title"])
 
     def display(self, item_id: Any, with_year: bool = True) -> str:
         """Reader-facing title: 'The Usual Suspects (1995)' for MovieLens 'Usual Suspects, The'."""
-        d = self.g.nodes[item_node(item_id)]
+        d = self._nodes[item_node(item_id)]
         t = display_title(str(d["title"]))
         return f"{t} ({d['year']})" if with_year and d.get("year") else t
 
     def title_year(self, item_id: Any) -> tuple[str, Optional[int]]:
         """(title, year) of an item."""
-        d = self.g.nodes[item_node(item_id)]
+        d = self._nodes[item_node(item_id)]
         return d["title"], d.get("year")
 
     def relations(self) -> list[str]:
         """All relation names used in the graph, sorted."""
-        return sorted({k for _, _, k in self.g.edges(keys=True)})
-
+        return sorted(self._relations)
     def facts(self, item_id: Any) -> list[tuple[str, str]]:
         """All (relation, target name) pairs of an item, in insertion order."""
         return list(self._facts.get(str(item_id), {}))
@@ -171,7 +218,7 @@ class KnowledgeGraph:
 
     def entities(self, kind: Optional[str] = None) -> list[str]:
         """Names of entity nodes (of one type if given)."""
-        return [d["name"] for _, d in self.g.nodes(data=True) if d.get("type") != "item" and (kind is None or d["type"] == kind)]
+        return [d["name"] for d in self._nodes.values() if d["type"] != "item" and (kind is None or d["type"] == kind)]
 
     # ---- title resolution -------------------------------------------------------------------
     def resolve(self, title: str, year: Optional[int] = None) -> Optional[str]:
@@ -192,16 +239,20 @@ class KnowledgeGraph:
 
     def iter_items(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(item id, node attributes) of every item."""
-        for _, d in self.g.nodes(data=True):
-            if d.get("type") == "item" and d.get("title") is not None:
+        for d in self._nodes.values():
+            if d["type"] == "item" and d.get("title") is not None:
                 yield d["id"], d
 
     def stats(self) -> dict[str, Any]:
-        """Counts of nodes per type and edges per relation."""
-        types: dict[str, int] = defaultdict(int)
-        for _, d in self.g.nodes(data=True):
-            types[d.get("type", "?")] += 1
+        """Counts of nodes per type and edges per relation (in the order networkx walks its nodes and edges)."""
         rels: dict[str, int] = defaultdict(int)
-        for _, _, k in self.g.edges(keys=True):
-            rels[k] += 1
-        return {"nodes": dict(types), "edges": dict(rels)}
+        for node, d in self._nodes.items():
+            if d["type"] != "item":
+                continue
+            by_target: dict[tuple[str, str], list[str]] = {}  # an item's edges grouped by target node, as networkx
+            for (r, t), kind in self._facts.get(d["id"], {}).items():
+                by_target.setdefault((kind, t), []).append(r)
+            for rs in by_target.values():
+                for r in rs:
+                    rels[r] += 1
+        return {"nodes": dict(self._types), "edges": dict(rels)}

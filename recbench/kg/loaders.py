@@ -50,13 +50,17 @@ def add_item_table(kg: KnowledgeGraph, table: pd.DataFrame, *, id_col: str, titl
 def add_triples(kg: KnowledgeGraph, triples: Iterable[tuple[Any, str, str]],
                 relation_map: Optional[Mapping[str, str]] = None) -> KnowledgeGraph:
     """Add (item id, relation, target name) triples; with relation_map, unmapped relations are skipped."""
-    for item, rel, target in triples:
-        if relation_map is not None:
-            if rel not in relation_map:
-                continue
-            rel = relation_map[rel]
-        if str(target).strip():
-            kg.add_fact(item, rel, str(target).strip())
+    def kept() -> Iterable[tuple[Any, str, str]]:
+        for item, rel, target in triples:
+            if relation_map is not None:
+                if rel not in relation_map:
+                    continue
+                rel = relation_map[rel]
+            target = str(target).strip()
+            if target:
+                yield item, rel, target
+
+    kg.add_facts(kept())
     return kg
 
 

@@ -185,12 +185,12 @@ class QueryBuilder:
 
     def misinformed(self) -> list[dict[str, Any]]:
         """Misinformed queries: a person condition described with a false premise (a wrong person for a real item)."""
-        people_by_rel: dict[str, list[str]] = defaultdict(list)
-        for rel in PERSON_RELATIONS:
-            for tgt in {t for i in self.kg.items() for r, t in self.kg.facts(i) if r == rel}:
-                people_by_rel[rel].append(tgt)
-        for rel in people_by_rel:
-            people_by_rel[rel].sort()
+        people: dict[str, set[str]] = defaultdict(set)  # one pass over the catalogue's facts
+        for i in self.kg.items():
+            for r, t in self.kg.facts(i):
+                if r in PERSON_RELATIONS:
+                    people[r].add(t)
+        people_by_rel: dict[str, list[str]] = defaultdict(list, {r: sorted(ts) for r, ts in people.items()})
 
         def make(u: str, sr: SharedRelations):
             persons = [(r, t) for r, t in sr.conditions if r in PERSON_RELATIONS]

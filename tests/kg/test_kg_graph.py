@@ -66,6 +66,7 @@ def test_shared_relations_hand_checked():
 def test_ml100k_named_kg(shared_data):
     kg = load_ml100k(shared_data / "ml-100k")
     st = kg.stats()
+    assert st == _networkx_stats(kg) and list(st["edges"]) == list(_networkx_stats(kg)["edges"])
     assert st["nodes"]["item"] == 1682
     assert set(st["edges"]) == {"Directed_by", "Written_by", "Starring", "Genre", "Age_rating"}
     assert kg.resolve("The Usual Suspects (1995)") == "12" and kg.display("12") == "The Usual Suspects (1995)"
@@ -85,3 +86,43 @@ def test_recbole_atomic_kg_and_movies_dat(shared_data):
     assert len(ml1m.items()) == 3883
     assert ml1m.resolve("The Breakfast Club (1985)") == "1968" and ml1m.title("1968") == "Breakfast Club, The (1985)"
     assert "Comedy" in ml1m.targets("1", "Genre")
+
+
+def _networkx_stats(kg: KnowledgeGraph) -> dict:
+    """Node counts per type and edge counts per relation as networkx walks kg.g (the reference for kg.stats())."""
+    types: dict = {}
+    for _, d in kg.g.nodes(data=True):
+        types[d["type"]] = types.get(d["type"], 0) + 1
+    rels: dict = {}
+    for _, _, k in kg.g.edges(keys=True):
+        rels[k] = rels.get(k, 0) + 1
+    return {"nodes": types, "edges": rels}
+
+
+def test_dict_store_agrees_with_its_networkx_view():
+    kg = small_kg()
+    kg.add_fact("5", "Starring", "Brad Pitt")  # a fact before its item: the item node exists untitled, not in items()
+    kg.add_fact("2", "Starring", "Brad Pitt")  # a repeated fact is one edge
+    assert kg.items() == ["1", "2", "3", "4"]
+    kg.add_item("5", "Se7en Again (2001)")
+    assert kg.items() == ["1", "2", "3", "4", "5"]  # the node keeps the place of its first fact
+    st = kg.stats()
+    assert st == _networkx_stats(kg) and list(st["edges"]) == list(_networkx_stats(kg)["edges"])
+    assert st["edges"] == {"Genre": 6, "Starring": 5, "Directed_by": 3} and st["nodes"]["item"] == 5
+    assert kg.g.number_of_edges() == 14 and kg.g.nodes["item:5"]["title"] == "Se7en Again"
+    assert kg.relations() == ["Directed_by", "Genre", "Starring"]
+    assert kg.entities("person") == ["Kevin Spacey", "Brad Pitt", "David Fincher", "Bryan Singer"]
+    assert kg.items_with("Starring", "Brad Pitt") == ["2", "4", "5"]
+
+
+def test_bulk_facts_equal_one_by_one():
+    triples = [("1", "Starring", "A"), ("2", "Starring", "A"), ("1", "Genre", "Drama"), ("1", "Starring", "A"),
+               ("3", "Directed_by", "B"), ("2", "Written_by", "A")]
+    one, bulk = KnowledgeGraph(), KnowledgeGraph()
+    for t in triples:
+        one.add_fact(*t)
+    bulk.add_facts(iter(triples))
+    for kg in (one, bulk):
+        assert kg.facts("1") == [("Starring", "A"), ("Genre", "Drama")] and kg.items_with("Starring", "A") == ["1", "2"]
+        assert kg.stats() == _networkx_stats(kg) == {"nodes": {"item": 3, "person": 2, "genre": 1},
+                                                     "edges": {"Starring": 2, "Genre": 1, "Directed_by": 1, "Written_by": 1}}

@@ -128,3 +128,13 @@ def test_p5_sequential_item_knn_runs_on_a_fresh_clone(p5_dir, tmp_path):
     m = __import__("json").loads(next((tmp_path / "runs").rglob("metrics.json")).read_text())
     assert m["counts"]["examples"] == 22363 and m["complete"]
     assert 0.29 < m["metrics"]["ndcg@10"]["mean"] < 0.31  # 0.2993 measured (item-kNN, recency 0.7)
+
+
+def test_loaded_candidates_share_the_catalogue_id_strings():
+    """100,000 users x 100 candidates hold one string per catalogue item, not 10 M copies (issue 29 memory)."""
+    data = load_p5(bundled_data("llmrec_sample/p5"))
+    cands = load_candidates(bundled_data("llmrec_sample/p5/candidates_sequential.jsonl.gz"), None, data)
+    own = {i: i for i in data.titles}
+    ids = [c for rec in cands.values() for c in rec["candidates"]]
+    assert len(ids) == 100 * len(cands) and all(own[c] is c for c in ids)
+

@@ -121,7 +121,8 @@ class CandidateFileError(DataError):
 
 
 def load_candidates(path: str | Path, expected_sha256: Optional[str], data: P5Data) -> dict[str, dict]:
-    """user_id -> {target, candidates}, after checking the content hash and that every positive is the user's test item."""
+    """user_id -> {target, candidates}, after checking the content hash and that every positive is the user's test item
+    (candidate ids are the catalogue's own strings, data.titles' keys)."""
     p = Path(path)
     if not p.exists():
         raise CandidateFileError(
@@ -141,6 +142,8 @@ def load_candidates(path: str | Path, expected_sha256: Optional[str], data: P5Da
             raise CandidateFileError(f"{p} was frozen from other data (source sha256 {man['source_sha256']}, "
                                      f"data has {data.source_sha256})")
     out: dict[str, dict] = {}
+    # the catalogue's own id strings: 100,000 users x 100 candidates share them instead of holding 10 M copies
+    canon = {i: i for i in data.titles}
     for no, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
         try:
             r = json.loads(line)
@@ -149,6 +152,7 @@ def load_candidates(path: str | Path, expected_sha256: Optional[str], data: P5Da
         seq = data.sequences.get(r["user_id"])
         if seq is None or seq[-1] != r["target"] or r["target"] not in r["candidates"]:
             raise CandidateFileError(f"{p}: user {r['user_id']}: positive {r['target']} is not the user's test item")
+        r["candidates"] = [canon.get(i, i) for i in r["candidates"]]
         out[r["user_id"]] = r
     return out
 

@@ -94,7 +94,6 @@ class _RankTask(LLMRecTask):
         ensure_frozen(cc.path, cc.sha256, self.data, kind=self.subtask, seed=int(cc.seed),
                       n_negatives=int(cc.negatives), progress=bool(cc.progress))
         cands = load_candidates(cc.path, cc.sha256, self.data)
-        canon = {i: i for i in self.data.items}
         counts = Counter(i for seq in self.train_sequences().values() for i in seq)  # training interactions per item
         targets = [float(counts.get(seq[-1], 0)) for seq in self.data.sequences.values()]
         cuts = [float(q) for q in np.quantile(targets, [1 / 3, 2 / 3])] if targets else [0.0, 0.0]
@@ -110,7 +109,7 @@ class _RankTask(LLMRecTask):
             n = len(hist)
             pop = counts.get(seq[-1], 0)
             out.append(Example(id=u, data={"user_id": u, "history": hist, "target": seq[-1],
-                                           "candidates": [canon.get(i, i) for i in c["candidates"]]},
+                                           "candidates": c["candidates"]},
                                meta={"history": history_bucket(n), "target_interactions": pop,
                                      "popularity": "low" if pop <= cuts[0] else "mid" if pop <= cuts[1] else "high"}))
         return out

@@ -178,7 +178,7 @@ def read_bundle_kg(folder: str | Path, domain: str = "movie") -> KnowledgeGraph:
         raise DataError(f"{path}:{k + 2}: a fact about item '{triples['item_id'].iloc[k]}', which {folder / 'items.csv'} "
                         "does not list. Fix the line, or add the item to items.csv")
     warn_unknown_relations(triples["relation"], path)
-    return add_triples(kg, triples[["item_id", "relation", "target"]].itertuples(index=False, name=None))
+    return add_triples(kg, zip(*(triples[c].tolist() for c in ("item_id", "relation", "target"))))
 
 
 def warn_unknown_relations(relations: pd.Series, path: Path) -> int:

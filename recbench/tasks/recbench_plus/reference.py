@@ -8,6 +8,8 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Optional
 
+import numpy as np
+
 from recbench.api.errors import ConfigError
 from recbench.api.task import ReferenceMethod
 from recbench.tasks.recbench_plus import settings
@@ -104,6 +106,7 @@ class PopularMatch(_Reference):
         kg = self.task.kg
         self.counts = Counter(i for hist in self.task.histories.values() for i in hist)
         self.pos = {i: k for k, i in enumerate(self.items)}
+        self.count_of = np.array([self.counts.get(i, 0) for i in self.items], np.int64)
         facts = sorted({f for i in self.items for f in kg.facts(i)})
         self.entities = PhraseIndex((target, (rel, target)) for rel, target in facts)
 
@@ -116,7 +119,15 @@ class PopularMatch(_Reference):
         hits = Counter(i for rel, t in self.conditions(str(example.data["query"]))
                        for i in self.task.kg.items_with(rel, t))
         own = Counter(self.task.histories.get(str(example.data.get("source_user") or ""), []))
-        return sorted(self.items, key=lambda i: (-hits.get(i, 0), own.get(i, 0) - self.counts.get(i, 0), self.pos[i]))
+        n_hits, n_own = np.zeros(len(self.items), np.int64), np.zeros(len(self.items), np.int64)
+        for counter, arr in ((hits, n_hits), (own, n_own)):
+            for i, c in counter.items():
+                if i in self.pos:
+                    arr[self.pos[i]] = c
+        # numpy's lexsort (last key first; catalogue order breaks ties): a Python sort of the whole catalogue per
+        # query took 0.1-0.2 s at 80,000 items
+        order = np.lexsort((np.arange(len(self.items)), n_own - self.count_of, -n_hits))
+        return [self.items[k] for k in order]
 
 
 class BM25Items(_Reference):
@@ -136,5 +147,5 @@ class BM25Items(_Reference):
     def ranked(self, example: Example) -> list[str]:
         """Items by BM25 score of the query, highest first."""
         scores = self.bm25.get_scores(tokenize(str(example.data["query"])))
-        order = sorted(range(len(self.items)), key=lambda k: (-scores[k], k))
+        order = np.argsort(-np.asarray(scores), kind="stable")  # highest first, ties in catalogue order
         return [self.items[k] for k in order]
