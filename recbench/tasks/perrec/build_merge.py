@@ -15,7 +15,7 @@ import pandas as pd
 from recbench.api.errors import DataError
 from recbench.tasks.perrec.build_config import BuildConfig
 from recbench.tasks.perrec.build_duckdb import Category, Engine, connect
-from recbench.tasks.perrec.build_readers import RATING_COLS
+from recbench.tasks.perrec.build_member_ratings import DuckRatings
 from recbench.tasks.perrec.build_select import draw_windows, group_records
 from recbench.tasks.perrec.build_stats import input_summary
 
@@ -115,17 +115,11 @@ def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, 
     return out.tolist()
 
 
-def member_ratings(cons: list[Any], groups: list[dict[str, Any]], cats: list[Category]) -> pd.DataFrame:
-    """All ratings of the groups' users (per category, of the users in its groups), by user, time and item."""
-    frames = []
-    for con, cat in zip(cons, cats):
-        users = pd.DataFrame({"user_id": sorted({u["user_id"] for g in groups if g.get("domain", "") == cat.domain  # noqa: F841
-                                                 for u in g["users"]})}, dtype=object)
-        df = con.execute("SELECT user_id, item_id, rating, ts AS timestamp FROM r SEMI JOIN users USING (user_id) "
-                         "ORDER BY user_id, ts, item_id").df()
-        frames.append(df.assign(domain=cat.domain) if cat.domain else df)
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RATING_COLS)
-    return df.astype({"timestamp": np.int64, "rating": float})
+def member_ratings(dbs: list[Path], groups: list[dict[str, Any]], cats: list[Category], eng: Engine) -> DuckRatings:
+    """All ratings of the groups' users (per category, of the users in its groups), left in the databases."""
+    users = [sorted({u["user_id"] for g in groups if g.get("domain", "") == cat.domain for u in g["users"]})
+             for cat in cats]
+    return DuckRatings(dbs, users, eng)
 
 
 def select(work: Path, cats: list[Category], cfg: BuildConfig, eng: Engine) -> dict[str, Any]:
@@ -144,10 +138,10 @@ def select(work: Path, cats: list[Category], cfg: BuildConfig, eng: Engine) -> d
 
         groups = group_records(test, "", col, cfg.sizes, means)
         heldout = group_records(held, "heldout-", col, cfg.sizes, means)
-        rated = member_ratings(cons, groups + heldout, cats)
     finally:
         for con in cons:
             con.close()
+    rated = member_ratings([p["folder"] / "db.duckdb" for p in prep], groups + heldout, cats, eng)
     inp = input_summary(sum(p["n_raw"] for p in prep), sum(p["n"] for p in prep), sum(p["users"] for p in prep),
                         sum(p["items"] for p in prep), min((p["t_min"] for p in prep if p["n"]), default=None),
                         max((p["t_max"] for p in prep if p["n"]), default=None))
