@@ -5,6 +5,7 @@ no frame of all the members' ratings is ever built. Both write the same CSV text
 ids, floats as pandas prints them) at the same gzip level, so the two engines' files are byte-identical."""
 from __future__ import annotations
 
+import functools
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -62,9 +63,17 @@ class FrameRatings:
 
 
 def _quoted(col: str) -> str:
-    """SQL: the column as Python's csv module writes it (QUOTE_MINIMAL: quoted when it holds , \" CR or LF)."""
-    return (f"CASE WHEN contains({col}, ',') OR contains({col}, '\"') OR contains({col}, chr(10)) "
-            f"OR contains({col}, chr(13)) THEN '\"' || replace({col}, '\"', '\"\"') || '\"' ELSE {col} END")
+    """SQL: the column as pandas' to_csv writes it (Python's csv, QUOTE_MINIMAL: quoted when it holds , \" or LF, and
+    CR where this Python's csv module quotes CR)."""
+    cr = f" OR contains({col}, chr(13))" if _quotes_cr() else ""
+    return (f"CASE WHEN contains({col}, ',') OR contains({col}, '\"') OR contains({col}, chr(10)){cr} "
+            f"THEN '\"' || replace({col}, '\"', '\"\"') || '\"' ELSE {col} END")
+
+
+@functools.lru_cache(maxsize=1)
+def _quotes_cr() -> bool:
+    """Whether to_csv quotes a field holding a CR (it depends on the Python version)."""
+    return pd.DataFrame({"a": ["x\ry"]}).to_csv(index=False, header=False).startswith('"')
 
 
 def rating_texts(values: np.ndarray) -> pd.DataFrame:
