@@ -49,29 +49,37 @@ def load_prepared(work: Path, cats: list[Category]) -> list[dict[str, Any]]:
     return out
 
 
-def combined_chains(prep: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Every category's chains, in category order: members as global labels (per category, its member rowids in
-    sorted order after the previous categories' labels), lengths, item codes (offset per category), and the rowids
-    behind the labels per category."""
+def combined_chains(prep: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """Every category's chains, in category order: members as global row ids (a category's `a` rowid plus the rows of
+    the categories before it), lengths, item codes (offset per category), and each category's first global id."""
     width = max([p["members"].shape[1] for p in prep], default=2)
-    mems, lens, items, rids = [], [], [], []
-    label0 = item0 = 0
+    mems, lens, items, offsets = [], [], [], []
+    row0 = item0 = 0
     for p in prep:
         m = p["members"]
-        uniq = np.unique(m[m >= 0])
-        lab = np.where(m >= 0, label0 + np.searchsorted(uniq, np.maximum(m, 0)), -1)
-        mems.append(np.pad(lab, ((0, 0), (0, width - m.shape[1])), constant_values=-1))
+        mems.append(np.pad(np.where(m >= 0, m + row0, -1), ((0, 0), (0, width - m.shape[1])), constant_values=-1))
         lens.append(p["lengths"])
         items.append(p["chain_items"] + item0)
-        rids.append(uniq)
-        label0 += len(uniq)
+        offsets.append(row0)
+        row0 += int(p["n"])
         item0 += int(p["n_eligible_items"])
     return (np.concatenate(mems) if mems else np.full((0, width), -1), np.concatenate(lens) if lens else np.zeros(0, int),
-            np.concatenate(items) if items else np.zeros(0, int), rids)
+            np.concatenate(items) if items else np.zeros(0, int), offsets)
+
+
+def drawn_labels(drawn: list[dict[int, list[np.ndarray]]], offsets: list[int]
+                 ) -> tuple[list[dict[int, list[np.ndarray]]], list[np.ndarray], np.ndarray]:
+    """The drawn members (global row ids) as labels: positions among every drawn id in sorted order; also each
+    category's `a` rowids behind its labels and each category's first label."""
+    ids = np.unique(np.concatenate([m for d in drawn for ms in d.values() for m in ms] + [np.zeros(0, np.int64)]))
+    bounds = np.searchsorted(ids, list(offsets) + [np.iinfo(np.int64).max])
+    rids = [ids[bounds[c]:bounds[c + 1]] - offsets[c] for c in range(len(offsets))]
+    labelled = [{s: [np.searchsorted(ids, m) for m in ms] for s, ms in d.items()} for d in drawn]
+    return labelled, rids, bounds[:-1]
 
 
 def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]) -> dict[str, np.ndarray]:
-    """The columns of every chain member, by global label (the rows of `a` behind each category's rowids)."""
+    """The columns of the drawn members, by label (the rows of `a` behind each category's rowids)."""
     frames = []
     for con, ids, cat in zip(cons, rids, cats):
         ids_frame = pd.DataFrame({"rid": ids})  # noqa: F841 (read by name in the query)
@@ -126,9 +134,10 @@ def select(work: Path, cats: list[Category], cfg: BuildConfig, eng: Engine) -> d
     """The groups, held-out groups, members' ratings and counts of a prepared build (what build_groups returns)."""
     t0 = time.perf_counter()
     prep = load_prepared(work, cats)
-    members, lengths, items, rids = combined_chains(prep)
-    starts = np.cumsum([0] + [len(r) for r in rids])[:-1]
+    members, lengths, items, offsets = combined_chains(prep)
     test, held, windows = draw_windows(members, lengths, items, cfg)
+    del members
+    (test, held), rids, starts = drawn_labels([test, held], offsets)
     cons = [connect(p["folder"] / "db.duckdb", eng, read_only=True) for p in prep]
     try:
         col = member_columns(cons, rids, cats)
