@@ -85,9 +85,13 @@ def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]
         ids_frame = pd.DataFrame({"rid": ids})  # noqa: F841 (read by name in the query)
         df = con.execute("SELECT user_id, item_id, rating, ts AS timestamp, n_prior, avg FROM a "
                          "WHERE rowid IN (SELECT rid FROM ids_frame) ORDER BY rowid").df()
+        ib = con.execute("SELECT ib_n, ib_s FROM e WHERE rid IN (SELECT rid FROM ids_frame) ORDER BY rid").df()
+        if len(ib) != len(df):
+            raise RuntimeError(f"{len(df) - len(ib)} drawn member(s) are not eligible query ratings")
+        df[["ib_n", "ib_s"]] = ib.to_numpy()
         frames.append(df.assign(domain=cat.domain))
     df = pd.concat(frames, ignore_index=True)
-    col = {c: df[c].to_numpy() for c in ("user_id", "item_id", "rating", "timestamp", "n_prior", "avg")}
+    col = {c: df[c].to_numpy() for c in ("user_id", "item_id", "rating", "timestamp", "n_prior", "avg", "ib_n", "ib_s")}
     col["timestamp"], col["n_prior"] = col["timestamp"].astype(np.int64), col["n_prior"].astype(np.int64)
     if any(c.domain for c in cats):
         col["domain"] = df["domain"].to_numpy()
@@ -96,8 +100,9 @@ def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]
 
 def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, keys: list[tuple[int, int]]
                ) -> list[float]:
-    """Each (label, time)'s item mean over the category's ratings strictly before the time; the mean of all its
-    ratings before the time when the item has none; of all its ratings when nothing is earlier."""
+    """Each (label, time)'s item mean over the category's ratings strictly before the time (the label's rating is at
+    the time: its ib_n, ib_s from prepare); the mean of all ratings before the time when the item has none; of all
+    ratings when nothing is earlier."""
     cat_of = np.searchsorted(starts, [k for k, _ in keys], side="right") - 1
     out = np.zeros(len(keys))
     for c, con in enumerate(cons):
@@ -106,8 +111,7 @@ def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, 
             continue
         k = pd.DataFrame({"idx": idx, "item_id": col["item_id"][[keys[j][0] for j in idx]],  # noqa: F841
                           "t": np.array([keys[j][1] for j in idx], np.int64)})
-        item = con.execute("SELECT k.idx, sum(r.rating), count(r.rating) FROM k LEFT JOIN r ON r.item_id = k.item_id "
-                           "AND r.ts < k.t GROUP BY k.idx ORDER BY k.idx").fetchall()
+        item = [(j, col["ib_s"][keys[j][0]], col["ib_n"][keys[j][0]]) for j in idx]
         before = dict.fromkeys((j for j, _, n in item if not n), (0, 0.0))
         if before:  # rare: no earlier rating of the item; the running totals over time, built once per database
             con.execute("""CREATE TEMP TABLE IF NOT EXISTS cum AS
