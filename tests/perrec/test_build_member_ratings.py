@@ -3,13 +3,14 @@ prints them, user/time/item order), the same gzip bytes as the pandas engine's f
 (a user's earlier categories counted first), on hand-made ratings."""
 from __future__ import annotations
 
+import functools
 import gzip
 
 import duckdb
 import pandas as pd
 import pytest
 
-from recbench.tasks.perrec.build_duckdb import Engine
+from recbench.tasks.perrec.build_duckdb import Engine, connect
 from recbench.tasks.perrec.build_member_ratings import DuckRatings, FrameRatings, history_tokens, rating_texts
 
 pytestmark = pytest.mark.fast
@@ -22,6 +23,7 @@ CAT1 = pd.DataFrame({
 CAT2 = pd.DataFrame({"user_id": ["plain", "plain", "u,1"], "item_id": ["i9", "i1", "i9"],
                      "rating": [2.0, 3.5, 1.0], "ts": [1, 2, 0]})
 USERS = [["u,1", 'q"2', "line\nbreak", "é", "plain"], ["plain", "u,1"]]
+READ = functools.partial(connect, eng=Engine(), read_only=True)
 ITEMS = pd.DataFrame({"item_id": ["i1", "i,2", "i3", "i9", 'x"y', "i1"],
                       "title": ["one", "two words", "three little words", "", "a b c d", "ignored duplicate id"]})
 
@@ -42,7 +44,7 @@ def _frame():
 
 @pytest.fixture
 def rated(tmp_path):
-    return DuckRatings([_db(tmp_path / "a.duckdb", CAT1), _db(tmp_path / "b.duckdb", CAT2)], USERS, Engine())
+    return DuckRatings([_db(tmp_path / "a.duckdb", CAT1), _db(tmp_path / "b.duckdb", CAT2)], USERS, READ)
 
 
 def test_streamed_file_is_pandas_to_csv_and_the_frame_writers_bytes(tmp_path, rated):
@@ -66,7 +68,7 @@ def test_history_tokens_count_earlier_categories_first(rated):
 
 
 def test_empty_members_write_the_header_only(tmp_path):
-    empty = DuckRatings([_db(tmp_path / "a.duckdb", CAT1)], [[]], Engine())
+    empty = DuckRatings([_db(tmp_path / "a.duckdb", CAT1)], [[]], READ)
     empty.write(tmp_path / "e.csv.gz")
     assert gzip.decompress((tmp_path / "e.csv.gz").read_bytes()) == b"user_id,item_id,rating,timestamp\n"
     assert rating_texts([]).empty

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -99,16 +99,15 @@ def _line_bytes(arr: Any) -> memoryview:
 
 
 class DuckRatings:
-    """The members' ratings left in each category's database (duckdb engine): `users[i]` are category i's users."""
+    """The members' ratings left in each category's database (duckdb engine): `users[i]` are category i's users;
+    `open_db(path)` opens a database read-only (build_duckdb.connect with the build's settings)."""
 
-    def __init__(self, dbs: list[Path], users: list[list[str]], eng: Any) -> None:
-        self.dbs, self.users, self.eng = dbs, users, eng
+    def __init__(self, dbs: list[Path], users: list[list[str]], open_db: Callable[[Path], Any]) -> None:
+        self.dbs, self.users, self.open_db = dbs, users, open_db
 
     def _each(self) -> Iterator[tuple[int, Any]]:
-        from recbench.tasks.perrec.build_duckdb import connect
-
         for i, (db, users) in enumerate(zip(self.dbs, self.users)):
-            con = connect(db, self.eng, read_only=True)
+            con = self.open_db(db)
             try:
                 con.register("users", pd.DataFrame({"user_id": pd.Series(users, dtype=object)}))
                 yield i, con

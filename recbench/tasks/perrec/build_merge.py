@@ -3,6 +3,7 @@
 fetched from each category's database, and the build written (build_write) through a staging folder."""
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import time
@@ -131,7 +132,7 @@ def member_ratings(dbs: list[Path], groups: list[dict[str, Any]], cats: list[Cat
     """All ratings of the groups' users (per category, of the users in its groups), left in the databases."""
     users = [sorted({u["user_id"] for g in groups if g.get("domain", "") == cat.domain for u in g["users"]})
              for cat in cats]
-    return DuckRatings(dbs, users, eng)
+    return DuckRatings(dbs, users, functools.partial(connect, eng=eng, read_only=True))
 
 
 def select(work: Path, cats: list[Category], cfg: BuildConfig, eng: Engine) -> dict[str, Any]:
