@@ -115,6 +115,7 @@ def test_list_metrics_for_a_task_states_meaning_direction_and_why_n():
     assert by["ftr"].split()[1:3] == ["recbench_plus", "lower"] and "format-error rate" in by["ftr"]
     assert by["cmr"].split()[2] == "higher" and "[defined on condition queries only (explicit, implicit" in by["cmr"]
     assert by["n_recommended"].split()[2] == "none"
+    assert by["ndcg"].split()[1:3] == ["recbench_plus", "higher"] and "official RecBench+" in by["ndcg"]  # scored, so listed
     assert [ln.split()[:3] for ln in list_metrics("generic_yesno")] == [["accuracy", "standard", "higher"]]
     everything = {ln.split()[0]: ln.split()[1] for ln in list_metrics()}
     assert everything["ptc"] == "perrec" and everything["hr"] == "standard" and everything["coverage"] == "memorization"

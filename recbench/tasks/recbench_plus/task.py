@@ -36,7 +36,7 @@ class RecBenchPlusTask(Task):
     headline_metric = "recall"
     settings_rules = settings.TASK  # valid values of the task keys, checked before anything is loaded
     conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
-    #: what score() returns per query (besides the standard 'ndcg')
+    #: what score() returns per query
     metric_specs = (
         MetricSpec("recall",
                    meaning="share of the query's ground-truth titles the answer names (official RecBench+ fuzzy "
@@ -45,6 +45,10 @@ class RecBenchPlusTask(Task):
         MetricSpec("precision",
                    meaning="share of the answer's titles that are ground-truth titles (official RecBench+ matching)",
                    doc="official precision"),
+        MetricSpec("ndcg",
+                   meaning="NDCG of the answer's titles against the query's ground-truth titles (official RecBench+ "
+                           "matching, binary relevance, ideal = all ground-truth titles first)",
+                   doc="official NDCG"),
         MetricSpec("ftr",
                    meaning="format-error rate: share of answers not in the asked [SEP]-separated title format",
                    higher_is_better=False, binary=True, doc="format-error rate (official)"),
