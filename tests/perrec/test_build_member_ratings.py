@@ -72,3 +72,14 @@ def test_empty_members_write_the_header_only(tmp_path):
     empty.write(tmp_path / "e.csv.gz")
     assert gzip.decompress((tmp_path / "e.csv.gz").read_bytes()) == b"user_id,item_id,rating,timestamp\n"
     assert rating_texts([]).empty
+
+
+def test_totals_before_count_and_sum_every_rating_strictly_earlier(tmp_path):
+    from recbench.tasks.perrec.build_merge import totals_before
+
+    con = duckdb.connect(str(_db(tmp_path / "a.duckdb", CAT1)))
+    times = sorted({-5, 1, 2, 10, 31} | set(range(100, 205)))  # more than one scan of 100 times
+    got = totals_before(con, times)
+    assert got[-5] == (0, 0.0) and got[1] == (1, 3.3333333333333335) and got[2] == (2, 8.3333333333333335)
+    assert got[10] == (6, sum(CAT1.loc[CAT1["ts"] < 10, "rating"]))
+    assert got[31][0] == len(CAT1) and got[204][0] == len(CAT1)
