@@ -100,15 +100,16 @@ def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]
 
 
 def totals_before(con: Any, times: list[int]) -> dict[int, tuple[int, float]]:
-    """(count, sum) of all ratings strictly before each time: one scan per 100 times, filtered aggregates (a running
-    total over every distinct time, as before, did not fit DuckDB's memory limit in a read-only database at 100 M)."""
-    out = {}
-    for i in range(0, len(times), 100):
-        part = times[i:i + 100]
-        row = con.execute("SELECT " + ", ".join(f"count(*) FILTER (WHERE ts < {int(t)}), "
-                                                f"sum(rating) FILTER (WHERE ts < {int(t)})" for t in part) + " FROM r"
-                          ).fetchone()
-        out.update({t: (int(row[2 * j]), float(row[2 * j + 1] or 0.0)) for j, t in enumerate(part)})
+    """(count, sum) of all ratings strictly before each time (sorted, distinct): each rating is counted at the first
+    time after it (an as-of join with the few times), then running totals over the times."""
+    tt = pd.DataFrame({"t": np.asarray(times, np.int64)})  # noqa: F841 (read by name in the query)
+    per = dict((t, (n, s)) for t, n, s in con.execute(
+        "SELECT tt.t, count(*), sum(r.rating) FROM r ASOF JOIN tt ON r.ts < tt.t GROUP BY tt.t").fetchall())
+    out, n, s = {}, 0, 0.0
+    for t in times:
+        dn, ds = per.get(t, (0, 0.0))
+        n, s = n + int(dn), s + float(ds or 0.0)
+        out[t] = (n, s)
     return out
 
 
@@ -125,7 +126,7 @@ def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, 
             continue
         item = [(j, col["ib_s"][keys[j][0]], col["ib_n"][keys[j][0]]) for j in idx]
         before = dict.fromkeys((j for j, _, n in item if not n), (0, 0.0))
-        if before:  # rare: no earlier rating of the item; all ratings before the time, one scan per 100 times
+        if before:  # no earlier rating of the item: all ratings before the time
             totals = totals_before(con, sorted({keys[j][1] for j in before}))
             before = {j: totals[keys[j][1]] for j in before}
         n_all, s_all = con.execute("SELECT count(*), sum(rating) FROM r").fetchone()
