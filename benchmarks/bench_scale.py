@@ -2,13 +2,15 @@
 
     python benchmarks/bench_scale.py --label before --sizes 1M,10M --keep /tmp/scalebench
     python benchmarks/bench_scale.py --label before --sizes 25M,100M --steps build --keep /tmp/scalebench
+    python benchmarks/bench_scale.py --label after --sizes 100M --steps build --build-source parquet --mem-gb 8 --keep /tmp/scalebench
     python benchmarks/bench_scale.py --quick          # smoke test: 50K ratings, every step, a temporary folder
 
 Per size: generate the data once (`benchmarks/scale_data.py`, seeded; reused from --keep when present), then the
 steps, each its own process under `/usr/bin/time -v` with a resident-memory limit (`--mem-gb`, default 10;
 `benchmarks/measure_step.py`):
 
-- build: `python -m recbench.build perrec --source movielens --per-size 20000` (60,000 groups where the data has them)
+- build: `python -m recbench.build perrec --source movielens --per-size 20000` (60,000 groups where the data has them);
+  with `--build-source parquet`, `--source parquet` on a parquet copy of the ratings (row "build (parquet)")
 - run: `method=user_avg` with an empty derived-data cache (first load), again with it filled (cached), and
   `method=bm25_history` (cached)
 - stub: a listwise run against the stub OpenAI server (`recbench/testing/openai_stub.py`, 20 ms per request,
@@ -133,13 +135,38 @@ def generate(b: Bench, size: str) -> Path | None:
     return data
 
 
+def parquet_copy(b: Bench, size: str, data: Path) -> Path | None:
+    """The size's ratings as parquet (user_id, item_id, rating, timestamp: what `--source parquet` reads), converted
+    once with DuckDB into --keep (a row of its own, not a recbench step); None when the conversion failed."""
+    out = b.keep / "data" / f"ml-{size}-parquet" / "ratings.parquet"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sql = (f"COPY (SELECT userId AS user_id, movieId AS item_id, rating, timestamp FROM read_csv('{data}/ratings.csv', "
+           "header=true, types={'userId': 'VARCHAR', 'movieId': 'VARCHAR', 'rating': 'DOUBLE', 'timestamp': 'BIGINT'})) "
+           f"TO '{out}.tmp' (FORMAT parquet, COMPRESSION zstd)")
+    code = (f"import duckdb, os; c = duckdb.connect(); c.execute(\"SET memory_limit='2GB'\"); c.execute({sql!r}); "
+            f"os.replace('{out}.tmp', '{out}')")
+    row = b.step(size, "convert to parquet (not a recbench step)", [PY, "-c", code])
+    return out if row["exit"] == "ok" and out.exists() else None
+
+
 def build(b: Bench, size: str, data: Path, built: Path) -> bool:
-    """The build step; True when a build is there afterwards."""
+    """The build step (from the MovieLens CSV, or with --build-source parquet from its parquet copy); True when a
+    build is there afterwards."""
     shutil.rmtree(built, ignore_errors=True)
-    cmd = [PY, "-m", "recbench.build", "perrec", "--source", "movielens", "--input", str(data), "--out", str(built),
-           "--per-size", str(b.a.per_size), "--seed", str(b.a.seed)]
     info = json.loads((data / "generated.json").read_text())
-    row = b.step(size, "build", cmd, data=f"{info['ratings']:,} ratings ({info['bytes'] / 1e6:,.0f} MB CSV)")
+    src, step, what = ["--source", "movielens", "--input", str(data)], "build", f"{info['bytes'] / 1e6:,.0f} MB CSV"
+    if b.a.build_source == "parquet":
+        pq = parquet_copy(b, size, data)
+        if pq is None:
+            b.skip(size, "build (parquet)", "the parquet conversion failed")
+            return False
+        src, step, what = ["--source", "parquet", "--input", str(pq)], "build (parquet)", \
+            f"{pq.stat().st_size / 1e6:,.0f} MB parquet"
+    cmd = [PY, "-m", "recbench.build", "perrec", *src, "--out", str(built), "--per-size", str(b.a.per_size),
+           "--seed", str(b.a.seed)]
+    row = b.step(size, step, cmd, data=f"{info['ratings']:,} ratings ({what})")
     if row["exit"] == "ok" and (built / "stats.json").exists():
         st = json.loads((built / "stats.json").read_text())
         row.update(groups=st.get("groups"), heldout_groups=st.get("heldout_groups"),
@@ -281,6 +308,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--stub-latency", type=float, default=0.02)
     ap.add_argument("--stub-concurrency", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--build-source", choices=["movielens", "parquet"], default="movielens",
+                    help="the build step's input: the generated CSV, or its parquet copy (converted once into --keep)")
     ap.add_argument("--out", default=None, help="results JSON (default benchmarks/results/bench_scale_<label>.json)")
     a = ap.parse_args(argv)
     if a.quick:

@@ -11,6 +11,7 @@ import pytest
 
 from recbench.run.construct import bundled_data
 from recbench.tasks.perrec.build import BuildConfig, build
+from recbench.tasks.perrec.build_duckdb import Engine
 
 FILES = ("groups.jsonl", "heldout.jsonl", "items.jsonl", "ratings.csv.gz")
 TIMINGS = ("build_seconds", "read_seconds", "engine")
@@ -57,6 +58,15 @@ def test_sample_source_builds_identically(tmp_path, sample_movielens, cfg):
     if cfg.min_rating is not None:  # the pandas engine once picked rows by label after the range filter (wrong rows)
         ratings = [u["rating"] for g in map(json.loads, groups) for u in g["users"]]
         assert min(ratings) >= cfg.min_rating and 1.0 not in ratings
+
+
+@pytest.mark.fast
+def test_small_stream_batches_find_the_same_chains(tmp_path, sample_movielens):
+    """Blocks cut across many Arrow batches (37 rows each) are carried whole: the same build as the pandas engine."""
+    cfg = BuildConfig(per_size=8, heldout_per_size=3, window_days=60)
+    build("movielens", str(sample_movielens), str(tmp_path / "pandas"), None, cfg, engine="pandas")
+    build("movielens", str(sample_movielens), str(tmp_path / "duckdb"), None, cfg, eng=Engine(batch_rows=37))
+    assert_same_build(tmp_path / "pandas", tmp_path / "duckdb")
 
 
 @pytest.mark.fast

@@ -3,6 +3,7 @@
 fetched from each category's database, and the build written (build_write) through a staging folder."""
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import time
@@ -15,7 +16,7 @@ import pandas as pd
 from recbench.api.errors import DataError
 from recbench.tasks.perrec.build_config import BuildConfig
 from recbench.tasks.perrec.build_duckdb import Category, Engine, connect
-from recbench.tasks.perrec.build_readers import RATING_COLS
+from recbench.tasks.perrec.build_member_ratings import DuckRatings
 from recbench.tasks.perrec.build_select import draw_windows, group_records
 from recbench.tasks.perrec.build_stats import input_summary
 
@@ -49,65 +50,85 @@ def load_prepared(work: Path, cats: list[Category]) -> list[dict[str, Any]]:
     return out
 
 
-def combined_chains(prep: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Every category's chains, in category order: members as global labels (per category, its member rowids in
-    sorted order after the previous categories' labels), lengths, item codes (offset per category), and the rowids
-    behind the labels per category."""
+def combined_chains(prep: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """Every category's chains, in category order: members as global row ids (a category's `a` rowid plus the rows of
+    the categories before it), lengths, item codes (offset per category), and each category's first global id."""
     width = max([p["members"].shape[1] for p in prep], default=2)
-    mems, lens, items, rids = [], [], [], []
-    label0 = item0 = 0
+    mems, lens, items, offsets = [], [], [], []
+    row0 = item0 = 0
     for p in prep:
         m = p["members"]
-        uniq = np.unique(m[m >= 0])
-        lab = np.where(m >= 0, label0 + np.searchsorted(uniq, np.maximum(m, 0)), -1)
-        mems.append(np.pad(lab, ((0, 0), (0, width - m.shape[1])), constant_values=-1))
+        mems.append(np.pad(np.where(m >= 0, m + row0, -1), ((0, 0), (0, width - m.shape[1])), constant_values=-1))
         lens.append(p["lengths"])
         items.append(p["chain_items"] + item0)
-        rids.append(uniq)
-        label0 += len(uniq)
+        offsets.append(row0)
+        row0 += int(p["n"])
         item0 += int(p["n_eligible_items"])
     return (np.concatenate(mems) if mems else np.full((0, width), -1), np.concatenate(lens) if lens else np.zeros(0, int),
-            np.concatenate(items) if items else np.zeros(0, int), rids)
+            np.concatenate(items) if items else np.zeros(0, int), offsets)
+
+
+def drawn_labels(drawn: list[dict[int, list[np.ndarray]]], offsets: list[int]
+                 ) -> tuple[list[dict[int, list[np.ndarray]]], list[np.ndarray], np.ndarray]:
+    """The drawn members (global row ids) as labels: positions among every drawn id in sorted order; also each
+    category's `a` rowids behind its labels and each category's first label."""
+    ids = np.unique(np.concatenate([m for d in drawn for ms in d.values() for m in ms] + [np.zeros(0, np.int64)]))
+    bounds = np.searchsorted(ids, list(offsets) + [np.iinfo(np.int64).max])
+    rids = [ids[bounds[c]:bounds[c + 1]] - offsets[c] for c in range(len(offsets))]
+    labelled = [{s: [np.searchsorted(ids, m) for m in ms] for s, ms in d.items()} for d in drawn]
+    return labelled, rids, bounds[:-1]
 
 
 def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]) -> dict[str, np.ndarray]:
-    """The columns of every chain member, by global label (the rows of `a` behind each category's rowids)."""
+    """The columns of the drawn members, by label (the rows of `a` behind each category's rowids)."""
     frames = []
     for con, ids, cat in zip(cons, rids, cats):
         ids_frame = pd.DataFrame({"rid": ids})  # noqa: F841 (read by name in the query)
         df = con.execute("SELECT user_id, item_id, rating, ts AS timestamp, n_prior, avg FROM a "
                          "WHERE rowid IN (SELECT rid FROM ids_frame) ORDER BY rowid").df()
+        ib = con.execute("SELECT ib_n, ib_s FROM e WHERE rid IN (SELECT rid FROM ids_frame) ORDER BY rid").df()
+        if len(ib) != len(df):
+            raise RuntimeError(f"{len(df) - len(ib)} drawn member(s) are not eligible query ratings")
+        df[["ib_n", "ib_s"]] = ib.to_numpy()
         frames.append(df.assign(domain=cat.domain))
     df = pd.concat(frames, ignore_index=True)
-    col = {c: df[c].to_numpy() for c in ("user_id", "item_id", "rating", "timestamp", "n_prior", "avg")}
+    col = {c: df[c].to_numpy() for c in ("user_id", "item_id", "rating", "timestamp", "n_prior", "avg", "ib_n", "ib_s")}
     col["timestamp"], col["n_prior"] = col["timestamp"].astype(np.int64), col["n_prior"].astype(np.int64)
     if any(c.domain for c in cats):
         col["domain"] = df["domain"].to_numpy()
     return col
 
 
+def totals_before(con: Any, times: list[int]) -> dict[int, tuple[int, float]]:
+    """(count, sum) of all ratings strictly before each time (sorted, distinct): each rating is counted at the first
+    time after it (an as-of join with the few times), then running totals over the times."""
+    tt = pd.DataFrame({"t": np.asarray(times, np.int64)})  # noqa: F841 (read by name in the query)
+    per = dict((t, (n, s)) for t, n, s in con.execute(
+        "SELECT tt.t, count(*), sum(r.rating) FROM r ASOF JOIN tt ON r.ts < tt.t GROUP BY tt.t").fetchall())
+    out, n, s = {}, 0, 0.0
+    for t in times:
+        dn, ds = per.get(t, (0, 0.0))
+        n, s = n + int(dn), s + float(ds or 0.0)
+        out[t] = (n, s)
+    return out
+
+
 def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, keys: list[tuple[int, int]]
                ) -> list[float]:
-    """Each (label, time)'s item mean over the category's ratings strictly before the time; the mean of all its
-    ratings before the time when the item has none; of all its ratings when nothing is earlier."""
+    """Each (label, time)'s item mean over the category's ratings strictly before the time (the label's rating is at
+    the time: its ib_n, ib_s from prepare); the mean of all ratings before the time when the item has none; of all
+    ratings when nothing is earlier."""
     cat_of = np.searchsorted(starts, [k for k, _ in keys], side="right") - 1
     out = np.zeros(len(keys))
     for c, con in enumerate(cons):
         idx = np.flatnonzero(cat_of == c)
         if not len(idx):
             continue
-        k = pd.DataFrame({"idx": idx, "item_id": col["item_id"][[keys[j][0] for j in idx]],  # noqa: F841
-                          "t": np.array([keys[j][1] for j in idx], np.int64)})
-        item = con.execute("SELECT k.idx, sum(r.rating), count(r.rating) FROM k LEFT JOIN r ON r.item_id = k.item_id "
-                           "AND r.ts < k.t GROUP BY k.idx ORDER BY k.idx").fetchall()
+        item = [(j, col["ib_s"][keys[j][0]], col["ib_n"][keys[j][0]]) for j in idx]
         before = dict.fromkeys((j for j, _, n in item if not n), (0, 0.0))
-        if before:  # rare: no earlier rating of the item; the running totals over time, built once per database
-            con.execute("""CREATE TEMP TABLE IF NOT EXISTS cum AS
-                WITH byts AS (SELECT ts, count(*) AS n, sum(rating) AS s FROM r GROUP BY ts)
-                SELECT ts, sum(n) OVER (ORDER BY ts) AS cn, sum(s) OVER (ORDER BY ts) AS cs FROM byts""")
-            k = k[k["idx"].isin(list(before))]
-            before = {j: (cn, cs) for j, cn, cs in con.execute(
-                "SELECT k.idx, cum.cn, cum.cs FROM k ASOF LEFT JOIN cum ON k.t > cum.ts").fetchall()}
+        if before:  # no earlier rating of the item: all ratings before the time
+            totals = totals_before(con, sorted({keys[j][1] for j in before}))
+            before = {j: totals[keys[j][1]] for j in before}
         n_all, s_all = con.execute("SELECT count(*), sum(rating) FROM r").fetchone()
         for j, s, n in item:
             cn, cs = before.get(j, (0, 0.0))
@@ -115,26 +136,21 @@ def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, 
     return out.tolist()
 
 
-def member_ratings(cons: list[Any], groups: list[dict[str, Any]], cats: list[Category]) -> pd.DataFrame:
-    """All ratings of the groups' users (per category, of the users in its groups), by user, time and item."""
-    frames = []
-    for con, cat in zip(cons, cats):
-        users = pd.DataFrame({"user_id": sorted({u["user_id"] for g in groups if g.get("domain", "") == cat.domain  # noqa: F841
-                                                 for u in g["users"]})}, dtype=object)
-        df = con.execute("SELECT user_id, item_id, rating, ts AS timestamp FROM r SEMI JOIN users USING (user_id) "
-                         "ORDER BY user_id, ts, item_id").df()
-        frames.append(df.assign(domain=cat.domain) if cat.domain else df)
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RATING_COLS)
-    return df.astype({"timestamp": np.int64, "rating": float})
+def member_ratings(dbs: list[Path], groups: list[dict[str, Any]], cats: list[Category], eng: Engine) -> DuckRatings:
+    """All ratings of the groups' users (per category, of the users in its groups), left in the databases."""
+    users = [sorted({u["user_id"] for g in groups if g.get("domain", "") == cat.domain for u in g["users"]})
+             for cat in cats]
+    return DuckRatings(dbs, users, functools.partial(connect, eng=eng, read_only=True))
 
 
 def select(work: Path, cats: list[Category], cfg: BuildConfig, eng: Engine) -> dict[str, Any]:
     """The groups, held-out groups, members' ratings and counts of a prepared build (what build_groups returns)."""
     t0 = time.perf_counter()
     prep = load_prepared(work, cats)
-    members, lengths, items, rids = combined_chains(prep)
-    starts = np.cumsum([0] + [len(r) for r in rids])[:-1]
+    members, lengths, items, offsets = combined_chains(prep)
     test, held, windows = draw_windows(members, lengths, items, cfg)
+    del members
+    (test, held), rids, starts = drawn_labels([test, held], offsets)
     cons = [connect(p["folder"] / "db.duckdb", eng, read_only=True) for p in prep]
     try:
         col = member_columns(cons, rids, cats)
@@ -144,10 +160,10 @@ def select(work: Path, cats: list[Category], cfg: BuildConfig, eng: Engine) -> d
 
         groups = group_records(test, "", col, cfg.sizes, means)
         heldout = group_records(held, "heldout-", col, cfg.sizes, means)
-        rated = member_ratings(cons, groups + heldout, cats)
     finally:
         for con in cons:
             con.close()
+    rated = member_ratings([p["folder"] / "db.duckdb" for p in prep], groups + heldout, cats, eng)
     inp = input_summary(sum(p["n_raw"] for p in prep), sum(p["n"] for p in prep), sum(p["users"] for p in prep),
                         sum(p["items"] for p in prep), min((p["t_min"] for p in prep if p["n"]), default=None),
                         max((p["t_max"] for p in prep if p["n"]), default=None))

@@ -43,8 +43,8 @@ def draw_windows(members: np.ndarray, chain_len: np.ndarray, cand_item: np.ndarr
 def group_records(picked: dict[int, list[np.ndarray]], prefix: str, col: dict[str, np.ndarray], sizes: Sequence[int],
                   item_means: Callable[[list[tuple[int, int]]], list[float]]) -> list[dict[str, Any]]:
     """The groups.jsonl records of the drawn members, per size sorted by (domain, query item, first time);
-    `item_means` maps (first member's label, group time) pairs to the item's prior mean rating. A `domain` column in
-    `col` adds a `domain` field to each group."""
+    `item_means` maps (label of the member rated at the group's time, group time) pairs to the item's prior mean.
+    A `domain` column in `col` adds a `domain` field to each group."""
     out, keys = [], []
     dom = col.get("domain")
     for size in sizes:
@@ -53,7 +53,7 @@ def group_records(picked: dict[int, list[np.ndarray]], prefix: str, col: dict[st
                                                     int(col["timestamp"][m].min())))
         for j, m in enumerate(order):
             t_group = int(col["timestamp"][m].min())
-            keys.append((int(m[0]), t_group))
+            keys.append((int(m[np.argmin(col["timestamp"][m])]), t_group))  # the member rating at the group's time
             g = {"group_id": f"{prefix}{diff}-{j:04d}", "difficulty": diff, "query_item": str(col["item_id"][m[0]]),
                  "timestamp": t_group,
                  "users": [{"user_id": str(col["user_id"][k]), "rating": float(col["rating"][k]),

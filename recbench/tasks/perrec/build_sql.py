@@ -4,7 +4,8 @@ per-user prior counts and averages, the eligible query ratings and the co-rating
 Tables of one category's database: `raw` (the rows as read, rowid = row in file order; dropped once cleaned), `a`
 (one earliest rating per user and item, in the rating range, with n_prior and avg; the view `r` shows its rating
 columns) and `e` (eligible query ratings: rid = rowid in `a`, window `win`, block number `blk` in (item, window)
-order, item code `icode`, relative rating `rel`)."""
+order, item code `icode`, relative rating `rel`, the count `ib_n` and sum `ib_s` of the item's ratings strictly
+before it)."""
 from __future__ import annotations
 
 import re
@@ -156,17 +157,22 @@ def annotate(con: Any, avg: str) -> None:
 
 def eligible(con: Any, gamma: int, span: int) -> int:
     """`e`: the ratings with more than gamma prior ratings, their tumbling window (anchored at the item's first
-    eligible rating), block number and item code; returns how many."""
+    eligible rating), block number, item code, and the count and sum of the item's ratings strictly before them
+    (ib_n, ib_s: a group's item mean); returns how many."""
     con.execute(f"""CREATE OR REPLACE TEMP TABLE e0 AS
-        SELECT rowid AS rid, user_id, item_id, rating - avg AS rel,
-               (ts - min(ts) OVER (PARTITION BY item_id)) // {max(span, 1)} AS win
-        FROM a WHERE n_prior > {int(gamma)}""")
+        SELECT rid, user_id, item_id, rel, (ts - t0) // {max(span, 1)} AS win, ib_n, ib_s FROM (
+          SELECT rowid AS rid, user_id, item_id, rating - avg AS rel, ts, n_prior,
+                 min(ts) FILTER (WHERE n_prior > {int(gamma)}) OVER (PARTITION BY item_id) AS t0,
+                 count(*) OVER before AS ib_n, sum(rating) OVER before AS ib_s
+          FROM a WINDOW before AS (PARTITION BY item_id ORDER BY ts
+                                   RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
+        WHERE n_prior > {int(gamma)}""")
     con.execute("""CREATE OR REPLACE TABLE e AS
         WITH blocks AS (SELECT item_id, win, row_number() OVER (ORDER BY item_id, win) - 1 AS blk
                         FROM (SELECT DISTINCT item_id, win FROM e0)),
              codes AS (SELECT item_id, row_number() OVER (ORDER BY item_id) - 1 AS icode
                        FROM (SELECT DISTINCT item_id FROM e0))
-        SELECT e0.rid, e0.user_id, e0.item_id, e0.rel, e0.win, blocks.blk, codes.icode
+        SELECT e0.rid, e0.user_id, e0.item_id, e0.rel, e0.win, blocks.blk, codes.icode, e0.ib_n, e0.ib_s
         FROM e0 JOIN blocks USING (item_id, win) JOIN codes USING (item_id)""")
     con.execute("DROP TABLE e0")
     return int(con.execute("SELECT count(*) FROM e").fetchone()[0])

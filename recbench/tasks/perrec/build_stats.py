@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from recbench.tasks.perrec.build_member_ratings import as_rated, history_tokens
+
 
 def windows_in_several_difficulties(windows: dict[int, list[int]]) -> int:
     """How many co-rating windows gave groups to more than one difficulty (their groups share users)."""
@@ -21,18 +23,6 @@ def input_summary(n_raw: int, n: int, users: int, items: int, t_min: Any, t_max:
             "t_min": None if n == 0 else int(t_min), "t_max": None if n == 0 else int(t_max)}
 
 
-def history_tokens(member_ratings: pd.DataFrame, items: pd.DataFrame, members: pd.DataFrame) -> pd.Series:
-    """Title words in each member's history before its query rating (ratings in user, time, item order)."""
-    if not len(members):
-        return pd.Series(dtype=float)
-    n_words = pd.Series(items["title"].astype(str).str.split().str.len().to_numpy(), index=items["item_id"].to_numpy())
-    n_words = n_words[~n_words.index.duplicated()]
-    r = member_ratings[["user_id", "item_id"]].assign(_w=member_ratings["item_id"].map(n_words).fillna(0).to_numpy())
-    r["hist_tokens"] = r.groupby("user_id", sort=False)["_w"].cumsum() - r["_w"]
-    return members.merge(r[["user_id", "item_id", "hist_tokens"]], left_on=["user_id", "query_item"],
-                         right_on=["user_id", "item_id"], how="left")["hist_tokens"]
-
-
 def statistics(items: pd.DataFrame, built: dict[str, Any], cfg: Any) -> dict[str, Any]:
     """Table-4 style statistics plus rating / relative-rating distributions of the test groups' members."""
     ups, inp = built["units_per_second"], built["input"]
@@ -41,7 +31,7 @@ def statistics(items: pd.DataFrame, built: dict[str, Any], cfg: Any) -> dict[str
     if members.empty:
         members = pd.DataFrame(columns=["user_id", "query_item", "timestamp", "history_len", "rating",
                                         "relative_rating", "difficulty"])
-    tok = history_tokens(built["member_ratings"], items, members)
+    tok = history_tokens(as_rated(built["member_ratings"]), items, members)
 
     def dt(x: float) -> str:
         return pd.Timestamp(int(x) / ups, unit="s").strftime("%Y-%m-%d")

@@ -1,0 +1,176 @@
+"""The group members' ratings of a build (every rating of every user in a group): their item ids, each member's
+history tokens, and ratings.csv.gz, from either engine. The pandas engine holds them as a frame; the duckdb engine
+leaves them in the categories' databases and streams them (Arrow batches of ready CSV lines into one gzip stream), so
+no frame of all the members' ratings is ever built. Both write the same CSV text (pandas' to_csv: header, QUOTE_MINIMAL
+ids, floats as pandas prints them) at the same gzip level, so the two engines' files are byte-identical."""
+from __future__ import annotations
+
+import functools
+import zlib
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from recbench.tasks.perrec.build_readers import RATING_COLS
+
+#: zlib level of ratings.csv.gz (benchmarks/bench_perrec_write.py, 100 MB of a 25M build: level 1 takes 1/18 of level
+#: 9's CPU and writes 14% more bytes; level 6 takes 1/3 and writes 0.8% more)
+GZIP_LEVEL = 1
+#: rows per streamed batch
+BATCH_ROWS = 500_000
+HEADER = ",".join(RATING_COLS) + "\n"
+#: the members' ratings of one category in the file's order (user, time, item)
+_MEMBERS = "SELECT user_id, item_id, rating, ts FROM r SEMI JOIN users USING (user_id)"
+
+
+def gzip_file(path: str | Path, chunks: Iterable[Any], level: int = GZIP_LEVEL) -> None:
+    """Write the chunks (bytes-like) to `path` as one gzip stream (no name, mtime 0: the same bytes every time)."""
+    z = zlib.compressobj(level, zlib.DEFLATED, 31)
+    with open(path, "wb") as f:
+        for c in chunks:
+            f.write(z.compress(c))
+        f.write(z.flush())
+
+
+def word_counts(items: pd.DataFrame) -> pd.Series:
+    """Title words per item id (the first title of an id)."""
+    n = pd.Series(items["title"].astype(str).str.split().str.len().to_numpy(), index=items["item_id"].to_numpy())
+    return n[~n.index.duplicated()]
+
+
+class FrameRatings:
+    """The members' ratings as a frame (pandas engine), in user, time, item order."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame[RATING_COLS]
+
+    def item_ids(self) -> set:
+        """The ids of the items the members rated."""
+        return set(self.frame["item_id"])
+
+    def history_tokens(self, words: pd.Series, keys: pd.DataFrame) -> pd.DataFrame:
+        """(user_id, item_id, hist_tokens): title words in a user's ratings before this one, for every rating."""
+        r = self.frame[["user_id", "item_id"]].assign(_w=self.frame["item_id"].map(words).fillna(0).to_numpy())
+        r["hist_tokens"] = r.groupby("user_id", sort=False)["_w"].cumsum() - r["_w"]
+        return r[["user_id", "item_id", "hist_tokens"]]
+
+    def write(self, path: str | Path, level: int = GZIP_LEVEL) -> None:
+        """ratings.csv.gz: the CSV text of pandas' to_csv, written in batches."""
+        df = self.frame
+        gzip_file(path, (df.iloc[i:i + BATCH_ROWS].to_csv(index=False, header=i == 0).encode("utf-8")
+                         for i in range(0, max(len(df), 1), BATCH_ROWS)), level)
+
+
+def _quoted(col: str) -> str:
+    """SQL: the column as pandas' to_csv writes it (Python's csv, QUOTE_MINIMAL: quoted when it holds , \" or LF, and
+    CR where this Python's csv module quotes CR)."""
+    cr = f" OR contains({col}, chr(13))" if _quotes_cr() else ""
+    return (f"CASE WHEN contains({col}, ',') OR contains({col}, '\"') OR contains({col}, chr(10)){cr} "
+            f"THEN '\"' || replace({col}, '\"', '\"\"') || '\"' ELSE {col} END")
+
+
+@functools.lru_cache(maxsize=1)
+def _quotes_cr() -> bool:
+    """Whether to_csv quotes a field holding a CR (it depends on the Python version)."""
+    return pd.DataFrame({"a": ["x\ry"]}).to_csv(index=False, header=False).startswith('"')
+
+
+def rating_texts(values: np.ndarray) -> pd.DataFrame:
+    """(rating, txt): each rating value as pandas' to_csv writes a float64 column."""
+    values = np.asarray(values, dtype=float)
+    txt = pd.DataFrame({"rating": values}).to_csv(index=False, header=False).splitlines() if len(values) else []
+    return pd.DataFrame({"rating": values, "txt": pd.Series(txt, dtype=object)})
+
+
+def _line_bytes(arr: Any) -> memoryview:
+    """The concatenated values of an Arrow string column (its data buffer between the first and last offset)."""
+    import pyarrow as pa
+
+    if pa.types.is_string_view(arr.type):
+        arr = arr.cast(pa.string())
+    if arr.null_count:
+        raise ValueError("a members' ratings line is NULL")
+    wide = pa.types.is_large_string(arr.type)
+    _, offsets, data = arr.buffers()
+    offs = np.frombuffer(offsets, np.int64 if wide else np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    return memoryview(data)[int(offs[0]):int(offs[-1])] if len(arr) else memoryview(b"")
+
+
+class DuckRatings:
+    """The members' ratings left in each category's database (duckdb engine): `users[i]` are category i's users;
+    `open_db(path)` opens a database read-only (build_duckdb.connect with the build's settings)."""
+
+    def __init__(self, dbs: list[Path], users: list[list[str]], open_db: Callable[[Path], Any]) -> None:
+        self.dbs, self.users, self.open_db = dbs, users, open_db
+
+    def _each(self) -> Iterator[tuple[int, Any]]:
+        for i, (db, users) in enumerate(zip(self.dbs, self.users)):
+            con = self.open_db(db)
+            try:
+                con.register("users", pd.DataFrame({"user_id": pd.Series(users, dtype=object)}))
+                yield i, con
+            finally:
+                con.close()
+
+    def item_ids(self) -> set:
+        """The ids of the items the members rated."""
+        out: set = set()
+        for _, con in self._each():
+            out.update(con.execute(f"SELECT DISTINCT item_id FROM ({_MEMBERS})").df()["item_id"])
+        return out
+
+    def history_tokens(self, words: pd.Series, keys: pd.DataFrame) -> pd.DataFrame:
+        """(user_id, item_id, hist_tokens) of the ratings at `keys` (user_id, item_id): title words in the user's
+        ratings before this one, the user's ratings in earlier categories counted first (as in one frame)."""
+        w = pd.DataFrame({"item_id": words.index.astype(str), "w": words.to_numpy(float)})  # noqa: F841
+        k = keys[["user_id", "item_id"]].drop_duplicates()  # noqa: F841
+        parts, before = [], pd.Series(dtype=float)
+        for _, con in self._each():
+            con.register("w", w)
+            con.register("k", k)
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE h AS SELECT user_id, item_id, ts, coalesce(w.w, 0) AS w
+                            FROM ({_MEMBERS}) m LEFT JOIN w USING (item_id)""")
+            part = con.execute("""SELECT * FROM (SELECT user_id, item_id, sum(w) OVER (PARTITION BY user_id ORDER BY
+                ts, item_id ROWS UNBOUNDED PRECEDING) - w AS hist_tokens FROM h) SEMI JOIN k USING (user_id, item_id)
+                """).df()
+            part["hist_tokens"] += part["user_id"].map(before).fillna(0).to_numpy()
+            parts.append(part)
+            if len(self.dbs) > 1:
+                tot = con.execute("SELECT user_id, sum(w) AS s FROM h GROUP BY user_id").df().set_index("user_id")["s"]
+                before = before.add(tot, fill_value=0)
+            con.execute("DROP TABLE h")
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["user_id", "item_id",
+                                                                                       "hist_tokens"])
+
+    def _chunks(self) -> Iterator[Any]:
+        yield HEADER.encode()
+        for _, con in self._each():
+            con.register("fmt", rating_texts(con.execute(f"SELECT DISTINCT rating FROM ({_MEMBERS})").fetchnumpy()
+                                             ["rating"]))
+            sql = (f"SELECT {_quoted('m.user_id')} || ',' || {_quoted('m.item_id')} || ',' || fmt.txt || ',' || "
+                   f"CAST(m.ts AS VARCHAR) || chr(10) AS line FROM ({_MEMBERS}) m JOIN fmt USING (rating) "
+                   "ORDER BY m.user_id, m.ts, m.item_id")
+            for batch in con.execute(sql).to_arrow_reader(BATCH_ROWS):
+                yield _line_bytes(batch.column(0))
+
+    def write(self, path: str | Path, level: int = GZIP_LEVEL) -> None:
+        """ratings.csv.gz: every category's members' ratings by user, time and item, as pandas' to_csv writes them."""
+        gzip_file(path, self._chunks(), level)
+
+
+def history_tokens(rated: Any, items: pd.DataFrame, members: pd.DataFrame) -> pd.Series:
+    """Title words in each member's history before its query rating (ratings in user, time, item order)."""
+    if not len(members):
+        return pd.Series(dtype=float)
+    keys = members[["user_id", "query_item"]].rename(columns={"query_item": "item_id"})
+    r = rated.history_tokens(word_counts(items), keys)
+    return members.merge(r, left_on=["user_id", "query_item"], right_on=["user_id", "item_id"],
+                         how="left")["hist_tokens"]
+
+
+def as_rated(x: Any) -> Any:
+    """FrameRatings for a frame; the object itself otherwise."""
+    return FrameRatings(x) if isinstance(x, pd.DataFrame) else x
+
