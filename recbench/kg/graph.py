@@ -1,4 +1,5 @@
-"""A knowledge graph of catalogue items and their typed entities (networkx MultiDiGraph), with title resolution."""
+"""A knowledge graph of catalogue items and their typed entities, with title resolution (plain dicts; a networkx
+MultiDiGraph view on demand)."""
 from __future__ import annotations
 
 import gc
