@@ -51,6 +51,12 @@ def test_groups_carry_their_domain_and_a_run_breaks_ptc_down_by_it(tmp_path, two
     by_domain = m["breakdown"]["domain"]
     assert set(by_domain) == {"A", "B"} and sum(v["n"] for v in by_domain.values()) == 36
     assert list(m["breakdown"])[0] == "difficulty"
+    from recbench.report import build_report
+
+    table = next(t for t in build_report([tmp_path / "run"]).tables if t.id == "perrec-domains")
+    cells = dict(zip(table.columns, table.rows[0][1]))
+    assert set(cells) == {("A",), ("B",)}
+    assert [cells[(d,)].mean for d in "AB"] == [by_domain[d]["metrics"]["ptc"]["mean"] for d in "AB"]
 
 
 def test_the_loader_describes_each_member_by_its_groups_category(tmp_path, two_categories, capsys):
