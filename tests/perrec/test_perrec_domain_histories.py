@@ -216,3 +216,23 @@ def test_history_tokens_are_per_category_with_names(tmp_path):
     (tmp_path / "x").mkdir()
     one = members[["user_id", "query_item"]].head(1)
     assert history_tokens(_rated(tmp_path / "x", None), items, one).tolist() == [1.0, 6.0]
+
+
+@pytest.mark.full
+def test_the_cli_refuses_a_domain_mismatch_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    groups = json.loads(json.dumps(GROUPS))
+    groups[1]["domain"] = "Books"
+    d = _write(tmp_path / "bad", groups=groups)
+    env = {**os.environ, "RECBENCH_RUNS_DIR": str(tmp_path / "runs"), "RECBENCH_CACHE_DIR": str(tmp_path / "cache"),
+           "HYDRA_FULL_ERROR": "0"}
+    p = subprocess.run([sys.executable, "-m", "recbench", "task=perrec_built", f"task.data_dir={d}", "method=user_avg",
+                        "run.progress=false"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("recbench")]
+    assert p.returncode == 2 and "Traceback" not in p.stderr + p.stdout and len(lines) == 1, p.stderr
+    assert lines[0].startswith(f"recbench: error: {d / 'ratings.csv'}: field 'domain' does not match "
+                               f"{d / 'groups.jsonl'}:2 (it has no value \"Books\"; the file's domains: A, B). Fix: ")
+    assert not (tmp_path / "runs").exists()
