@@ -65,7 +65,8 @@ class FrameRatings:
         return set(self.frame["item_id"])
 
     def history_tokens(self, words: pd.Series, keys: pd.DataFrame) -> pd.DataFrame:
-        """(user_id, item_id, hist_tokens): title words in a user's ratings before this one, for every rating."""
+        """(user_id, [domain,] item_id, hist_tokens): title words in a user's ratings (of the rating's domain, where
+        the frame has that column) before this one, for every rating."""
         by = ["user_id"] + ([DOMAIN] if DOMAIN in self.frame.columns else [])
         r = self.frame[by + ["item_id"]].assign(_w=self.frame["item_id"].map(words).fillna(0).to_numpy())
         r["hist_tokens"] = r.groupby(by, sort=False)["_w"].cumsum() - r["_w"]

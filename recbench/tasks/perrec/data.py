@@ -70,7 +70,8 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
     A member record may carry avg_rating / relative_rating (the builder writes them; with `--avg whole` they
     differ from the prior-history average) and a group record item_avg_rating; otherwise they are computed.
     The ratings stay columnar: each group's members (and their histories) are built when the example is read
-    (recbench.tasks.perrec.lazy)."""
+    (recbench.tasks.perrec.lazy). Where the ratings file has a `domain` column (a multi-category build), a member's
+    history is its ratings in the group's `domain` only."""
     root = Path(data_dir)
     items_p, ratings_p, groups_p = root / "items.jsonl", _ratings_path(root), root / groups_file
     items = _read_table(items_p)
