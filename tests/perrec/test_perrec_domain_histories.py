@@ -107,6 +107,22 @@ def test_the_pandas_fallback_reader_slices_by_domain_too(tmp_path, monkeypatch):
         load_examples.__wrapped__.uncached(str(d), 2, 50)
 
 
+def test_domain_codes_of_chunks_with_their_own_dictionaries():
+    import numpy as np
+    import pyarrow as pa
+
+    from recbench.tasks.perrec.columnar import _domain_codes
+
+    col = pa.chunked_array([pa.array(["B", "A", "B"]).dictionary_encode(), pa.array(["C", "A"]).dictionary_encode()])
+    names, codes = _domain_codes(col, Path("r.csv"))
+    assert names.tolist() == ["A", "B", "C"] and codes.tolist() == [1, 0, 1, 2, 0] and codes.dtype == np.int16
+    names, codes = _domain_codes(pd.Series(["B", "A", "C"]), Path("r.csv"))
+    assert names.tolist() == ["A", "B", "C"] and codes.tolist() == [1, 0, 2]
+    with pytest.raises(DataError, match=r"^r.csv:5: field 'domain' is empty \(1 line"):
+        _domain_codes(pa.chunked_array([pa.array(["A", "A"]).dictionary_encode(),
+                                        pa.array(["A", None]).dictionary_encode()]), Path("r.csv"))
+
+
 def test_without_the_column_every_rating_counts_as_before(tmp_path):
     assert _histories(_write(tmp_path / "mixed", _without_domain(RATINGS))) == MIXED
 

@@ -35,7 +35,7 @@ class Ratings:
     values: Optional[np.ndarray] = None  # the distinct ratings, sorted (None when there are more than 4096)
     value: Optional[np.ndarray] = None   # int16 code of each row's rating into `values`
     domains: Optional[np.ndarray] = None  # the distinct domains (str), sorted (None: the file has no domain column)
-    domain: Optional[np.ndarray] = None   # int32 domain code per row (None: no domain column, or not kept)
+    domain: Optional[np.ndarray] = None   # int16 domain code per row (None: no domain column, or not kept)
 
     def rows(self, u: int, domain: Optional[str] = None) -> Optional[tuple[int, int]]:
         """(lo, hi): the rows of user code u, or of its ratings in `domain` where the file has a domain column
@@ -93,7 +93,7 @@ def _arrow_table(path: Path):
     cols = list(COLUMNS) + ([DOMAIN] if domain else [])
     try:
         tbl = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-            include_columns=cols, column_types={DOMAIN: pa.string()} if domain else None))
+            include_columns=cols, column_types={DOMAIN: pa.dictionary(pa.int32(), pa.string())} if domain else None))
     except (pa.ArrowInvalid, pa.ArrowKeyError, KeyError, ValueError, OSError):
         return None
     for c in ("user_id", "item_id"):
@@ -143,29 +143,35 @@ def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratin
         doms = _domain_codes(df[DOMAIN], path) if DOMAIN in df.columns else None
         del df
     else:
+        doms = None
+        if DOMAIN in tbl.column_names:  # coded first and dropped: its column is freed before the ids are coded
+            doms, tbl = _domain_codes(tbl[DOMAIN], path), tbl.drop_columns([DOMAIN])
         (users, ucode), (items, icode) = _codes(tbl["user_id"]), _codes(tbl["item_id"])
-        doms = _domain_codes(tbl[DOMAIN], path) if DOMAIN in tbl.column_names else None
         del tbl
         _release_arrow_memory()
     return _sorted(users, ucode, items, icode, rating, ts, doms)
 
 
 def _domain_codes(column, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct domains, int32 code per row) of the domain column (an arrow column of strings, or the pandas
+    """(sorted distinct domains, int16 code per row) of the domain column (an arrow dictionary column, or the pandas
     reader's Series); DataError naming the first empty one."""
-    pandas = hasattr(column, "isna")
-    if pandas:
-        empty = (column.isna() | (column.astype(str) == "")).to_numpy()
+    if hasattr(column, "isna"):  # pandas
+        names, codes = _text_codes(column.astype(str).to_numpy())
+        empty = column.isna().to_numpy() | (codes == (np.searchsorted(names, "") if "" in names else -1))
     else:
-        import pyarrow.compute as pc
-
-        empty = pc.fill_null(pc.equal(column, ""), True).to_numpy(zero_copy_only=False)
+        col = column.unify_dictionaries()
+        words = [str(v) for v in col.chunk(0).dictionary.to_pylist()] if col.num_chunks else []
+        raw = np.concatenate([c.indices.fill_null(-1).to_numpy() for c in col.chunks]) if col.num_chunks else \
+            np.zeros(0, np.int32)
+        names = np.asarray(sorted(words), dtype=object)
+        rank = np.asarray([int(np.searchsorted(names, w)) for w in words] + [0], np.int32)  # + a null's (-1) rank
+        codes = rank[raw]
+        empty = (raw < 0) | (raw == (words.index("") if "" in words else -2))
     first = np.flatnonzero(empty)
     if len(first):
         raise DataError(f"{path}:{int(first[0]) + 2}: field 'domain' is empty ({len(first)} line(s)). Fix: give every "
                         "rating its category, or rebuild the data (python -m recbench.build perrec --category NAME=PATH)")
-    names, codes = _text_codes(column.astype(str).to_numpy()) if pandas else _codes(column)
-    return names, codes.astype(np.int32, copy=False)
+    return names, codes.astype(np.int16 if len(names) < 2 ** 15 else np.int32)
 
 
 def _sorted(users: np.ndarray, ucode: np.ndarray, items: np.ndarray, icode: np.ndarray, rating: np.ndarray,
