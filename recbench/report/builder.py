@@ -138,6 +138,8 @@ def declared_table(idx: Index, view: ReportView, shown: Presentation, spec: Tabl
     values = _values(spec, scope)
     slices = {OVERALL[0]} | ({spec.breakdown.key} if spec.breakdown is not None and values != [ALL] else set())
     cols = _columns(spec, scope, methods, values, _metrics(spec, view, scope, task, slices))
+    if not cols:  # no run has any of its columns (e.g. a breakdown by a key these runs do not have)
+        return None
     levels = ["task", "model", "method", "variant"] if method_row else ["task", "model", "variant"]
     keys = sorted(dict.fromkeys(rows_df[levels].itertuples(index=False, name=None)),
                   key=lambda k: (k[0], k[1], mkey(k[2]) if method_row else (0, ""), k[-1]))

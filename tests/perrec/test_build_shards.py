@@ -50,6 +50,8 @@ def test_four_shards_through_submitit_local_merge_to_the_single_build(tmp_path, 
     cli(tmp_path / "sharded", categories, "--launcher", "submitit_local")
     for name in FILES:
         assert (tmp_path / "single" / name).read_bytes() == (tmp_path / "sharded" / name).read_bytes(), name
+    with __import__("gzip").open(tmp_path / "sharded" / "ratings.csv.gz", "rt") as f:  # each rating's category
+        assert f.readline() == "user_id,item_id,rating,timestamp,domain\n" and f.readline().endswith(",Beauty\n")
     groups = [json.loads(x) for x in (tmp_path / "sharded" / "groups.jsonl").read_text().splitlines()]
     assert len(groups) == 75 and {g["domain"] for g in groups} == set(NAMES)
     assert all(g["query_item"].startswith(g["domain"][:2]) for g in groups)  # each group's item is its domain's

@@ -18,3 +18,4 @@ def test_report_builds_from_a_version_1_run_dir(tmp_path):
     t1 = next(t for t in rep.tables if t.id == "perrec-table1")
     cell = dict(zip(t1.columns, t1.rows[0][1]))[("listwise", "easy")]
     assert cell.mean == pytest.approx(0.25)
+    assert "perrec-domains" not in {t.id for t in rep.tables}  # no domains: the per-domain table is left out

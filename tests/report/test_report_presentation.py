@@ -37,7 +37,8 @@ def test_task_module_imports_nothing_from_the_report():
 
 
 @pytest.mark.parametrize("target, key, title, tables", [
-    ("recbench.tasks.perrec.task.PerRecTask", "perrec", "PerRecBench", ["perrec-table1", "perrec-reference"]),
+    ("recbench.tasks.perrec.task.PerRecTask", "perrec", "PerRecBench",
+     ["perrec-table1", "perrec-reference", "perrec-domains"]),
     ("recbench.tasks.recbench_plus.task.RecBenchPlusTask", "recbench_plus", "RecBench+",
      ["recbench-plus", "recbench-plus-reference"]),
     ("recbench.tasks.llmrec.task.RatingTask", "llmrec", "LLMRec", ["{benchmark}-{task}"]),

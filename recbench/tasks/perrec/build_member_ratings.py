@@ -2,13 +2,17 @@
 history tokens, and ratings.csv.gz, from either engine. The pandas engine holds them as a frame; the duckdb engine
 leaves them in the categories' databases and streams them (Arrow batches of ready CSV lines into one gzip stream), so
 no frame of all the members' ratings is ever built. Both write the same CSV text (pandas' to_csv: header, QUOTE_MINIMAL
-ids, floats as pandas prints them) at the same gzip level, so the two engines' files are byte-identical."""
+ids, floats as pandas prints them) at the same gzip level, so the two engines' files are byte-identical. A build over
+named categories adds a `domain` column (each rating's category), so a loader can describe a group's members by their
+ratings in the group's category only; a single-input build writes the four columns as before."""
 from __future__ import annotations
 
+import csv
 import functools
+import io
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import numpy as np
 import pandas as pd
@@ -21,6 +25,8 @@ GZIP_LEVEL = 1
 #: rows per streamed batch
 BATCH_ROWS = 500_000
 HEADER = ",".join(RATING_COLS) + "\n"
+#: the column naming each rating's category in a build over named categories
+DOMAIN = "domain"
 #: the members' ratings of one category in the file's order (user, time, item)
 _MEMBERS = "SELECT user_id, item_id, rating, ts FROM r SEMI JOIN users USING (user_id)"
 
@@ -40,21 +46,31 @@ def word_counts(items: pd.DataFrame) -> pd.Series:
     return n[~n.index.duplicated()]
 
 
+def csv_field(value: str) -> str:
+    """One text field as pandas' to_csv writes it (Python's csv, QUOTE_MINIMAL)."""
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="").writerow([value])
+    return buf.getvalue()
+
+
 class FrameRatings:
-    """The members' ratings as a frame (pandas engine), in user, time, item order."""
+    """The members' ratings as a frame (pandas engine), in user, time, item order (with a `domain` column: each
+    category's ratings in that order, categories in build order; a user's history is then per category)."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
-        self.frame = frame[RATING_COLS]
+        self.frame = frame[RATING_COLS + ([DOMAIN] if DOMAIN in frame.columns else [])]
 
     def item_ids(self) -> set:
         """The ids of the items the members rated."""
         return set(self.frame["item_id"])
 
     def history_tokens(self, words: pd.Series, keys: pd.DataFrame) -> pd.DataFrame:
-        """(user_id, item_id, hist_tokens): title words in a user's ratings before this one, for every rating."""
-        r = self.frame[["user_id", "item_id"]].assign(_w=self.frame["item_id"].map(words).fillna(0).to_numpy())
-        r["hist_tokens"] = r.groupby("user_id", sort=False)["_w"].cumsum() - r["_w"]
-        return r[["user_id", "item_id", "hist_tokens"]]
+        """(user_id, [domain,] item_id, hist_tokens): title words in a user's ratings (of the rating's domain, where
+        the frame has that column) before this one, for every rating."""
+        by = ["user_id"] + ([DOMAIN] if DOMAIN in self.frame.columns else [])
+        r = self.frame[by + ["item_id"]].assign(_w=self.frame["item_id"].map(words).fillna(0).to_numpy())
+        r["hist_tokens"] = r.groupby(by, sort=False)["_w"].cumsum() - r["_w"]
+        return r[by + ["item_id", "hist_tokens"]]
 
     def write(self, path: str | Path, level: int = GZIP_LEVEL) -> None:
         """ratings.csv.gz: the CSV text of pandas' to_csv, written in batches."""
@@ -84,6 +100,11 @@ def rating_texts(values: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"rating": values, "txt": pd.Series(txt, dtype=object)})
 
 
+def _literal(text: str) -> str:
+    """A SQL string literal of the text."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _line_bytes(arr: Any) -> memoryview:
     """The concatenated values of an Arrow string column (its data buffer between the first and last offset)."""
     import pyarrow as pa
@@ -100,10 +121,12 @@ def _line_bytes(arr: Any) -> memoryview:
 
 class DuckRatings:
     """The members' ratings left in each category's database (duckdb engine): `users[i]` are category i's users;
-    `open_db(path)` opens a database read-only (build_duckdb.connect with the build's settings)."""
+    `open_db(path)` opens a database read-only (build_duckdb.connect with the build's settings); `domains[i]`, when
+    given, names category i (written as the `domain` column; histories are then per category)."""
 
-    def __init__(self, dbs: list[Path], users: list[list[str]], open_db: Callable[[Path], Any]) -> None:
-        self.dbs, self.users, self.open_db = dbs, users, open_db
+    def __init__(self, dbs: list[Path], users: list[list[str]], open_db: Callable[[Path], Any],
+                 domains: Optional[list[str]] = None) -> None:
+        self.dbs, self.users, self.open_db, self.domains = dbs, users, open_db, domains
 
     def _each(self) -> Iterator[tuple[int, Any]]:
         for i, (db, users) in enumerate(zip(self.dbs, self.users)):
@@ -122,12 +145,13 @@ class DuckRatings:
         return out
 
     def history_tokens(self, words: pd.Series, keys: pd.DataFrame) -> pd.DataFrame:
-        """(user_id, item_id, hist_tokens) of the ratings at `keys` (user_id, item_id): title words in the user's
-        ratings before this one, the user's ratings in earlier categories counted first (as in one frame)."""
+        """(user_id, [domain,] item_id, hist_tokens) of the ratings at `keys` (user_id, item_id): title words in the
+        user's ratings of the category before this one (without domains: the user's ratings in earlier categories
+        counted first, as in one frame)."""
         w = pd.DataFrame({"item_id": words.index.astype(str), "w": words.to_numpy(float)})  # noqa: F841
         k = keys[["user_id", "item_id"]].drop_duplicates()  # noqa: F841
         parts, before = [], pd.Series(dtype=float)
-        for _, con in self._each():
+        for i, con in self._each():
             con.register("w", w)
             con.register("k", k)
             con.execute(f"""CREATE OR REPLACE TEMP TABLE h AS SELECT user_id, item_id, ts, coalesce(w.w, 0) AS w
@@ -135,39 +159,45 @@ class DuckRatings:
             part = con.execute("""SELECT * FROM (SELECT user_id, item_id, sum(w) OVER (PARTITION BY user_id ORDER BY
                 ts, item_id ROWS UNBOUNDED PRECEDING) - w AS hist_tokens FROM h) SEMI JOIN k USING (user_id, item_id)
                 """).df()
-            part["hist_tokens"] += part["user_id"].map(before).fillna(0).to_numpy()
+            if self.domains:
+                part.insert(1, DOMAIN, self.domains[i])
+            else:
+                part["hist_tokens"] += part["user_id"].map(before).fillna(0).to_numpy()
             parts.append(part)
-            if len(self.dbs) > 1:
+            if len(self.dbs) > 1 and not self.domains:
                 tot = con.execute("SELECT user_id, sum(w) AS s FROM h GROUP BY user_id").df().set_index("user_id")["s"]
                 before = before.add(tot, fill_value=0)
             con.execute("DROP TABLE h")
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["user_id", "item_id",
-                                                                                       "hist_tokens"])
+        cols = ["user_id"] + ([DOMAIN] if self.domains else []) + ["item_id", "hist_tokens"]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
 
     def _chunks(self) -> Iterator[Any]:
-        yield HEADER.encode()
-        for _, con in self._each():
+        yield (HEADER[:-1] + f",{DOMAIN}\n" if self.domains else HEADER).encode()
+        for i, con in self._each():
+            end = "," + csv_field(self.domains[i]) + "\n" if self.domains else "\n"
             con.register("fmt", rating_texts(con.execute(f"SELECT DISTINCT rating FROM ({_MEMBERS})").fetchnumpy()
                                              ["rating"]))
             sql = (f"SELECT {_quoted('m.user_id')} || ',' || {_quoted('m.item_id')} || ',' || fmt.txt || ',' || "
-                   f"CAST(m.ts AS VARCHAR) || chr(10) AS line FROM ({_MEMBERS}) m JOIN fmt USING (rating) "
+                   f"CAST(m.ts AS VARCHAR) || {_literal(end)} AS line FROM ({_MEMBERS}) m JOIN fmt USING (rating) "
                    "ORDER BY m.user_id, m.ts, m.item_id")
             for batch in con.execute(sql).to_arrow_reader(BATCH_ROWS):
                 yield _line_bytes(batch.column(0))
 
     def write(self, path: str | Path, level: int = GZIP_LEVEL) -> None:
-        """ratings.csv.gz: every category's members' ratings by user, time and item, as pandas' to_csv writes them."""
+        """ratings.csv.gz: every category's members' ratings by user, time and item, as pandas' to_csv writes them
+        (with domains: each line ends with its category's name, the `domain` column)."""
         gzip_file(path, self._chunks(), level)
 
 
 def history_tokens(rated: Any, items: pd.DataFrame, members: pd.DataFrame) -> pd.Series:
-    """Title words in each member's history before its query rating (ratings in user, time, item order)."""
+    """Title words in each member's history before its query rating (ratings in user, time, item order; per
+    category where both the ratings and the members have a `domain`)."""
     if not len(members):
         return pd.Series(dtype=float)
     keys = members[["user_id", "query_item"]].rename(columns={"query_item": "item_id"})
     r = rated.history_tokens(word_counts(items), keys)
-    return members.merge(r, left_on=["user_id", "query_item"], right_on=["user_id", "item_id"],
-                         how="left")["hist_tokens"]
+    by = ["user_id"] + ([DOMAIN] if DOMAIN in r.columns and DOMAIN in members.columns else [])
+    return members.merge(r, left_on=by + ["query_item"], right_on=by + ["item_id"], how="left")["hist_tokens"]
 
 
 def as_rated(x: Any) -> Any:

@@ -137,10 +137,12 @@ def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, 
 
 
 def member_ratings(dbs: list[Path], groups: list[dict[str, Any]], cats: list[Category], eng: Engine) -> DuckRatings:
-    """All ratings of the groups' users (per category, of the users in its groups), left in the databases."""
+    """All ratings of the groups' users (per category, of the users in its groups), left in the databases; with named
+    categories each rating keeps its category (the `domain` column), so a member's history is its group's category."""
     users = [sorted({u["user_id"] for g in groups if g.get("domain", "") == cat.domain for u in g["users"]})
              for cat in cats]
-    return DuckRatings(dbs, users, functools.partial(connect, eng=eng, read_only=True))
+    domains = [c.domain for c in cats] if any(c.domain for c in cats) else None
+    return DuckRatings(dbs, users, functools.partial(connect, eng=eng, read_only=True), domains)
 
 
 def select(work: Path, cats: list[Category], cfg: BuildConfig, eng: Engine) -> dict[str, Any]:

@@ -26,7 +26,8 @@ def input_summary(n_raw: int, n: int, users: int, items: int, t_min: Any, t_max:
 def statistics(items: pd.DataFrame, built: dict[str, Any], cfg: Any) -> dict[str, Any]:
     """Table-4 style statistics plus rating / relative-rating distributions of the test groups' members."""
     ups, inp = built["units_per_second"], built["input"]
-    members = pd.DataFrame([{**u, "query_item": g["query_item"], "difficulty": g["difficulty"]}
+    members = pd.DataFrame([{**u, "query_item": g["query_item"], "difficulty": g["difficulty"],
+                             **({"domain": g["domain"]} if "domain" in g else {})}
                             for g in built["groups"] for u in g["users"]])
     if members.empty:
         members = pd.DataFrame(columns=["user_id", "query_item", "timestamp", "history_len", "rating",

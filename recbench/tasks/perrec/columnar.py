@@ -1,9 +1,14 @@
 """The PerRecBench ratings as columns (numpy), sorted by user and time, and the per-user slices the groups need.
 
 The ratings file is read by pyarrow (fast, compact); a file it cannot read cleanly (a malformed line, a value that is
-not a finite number, ids pandas would read differently) is read again by the pandas reader, which names the line."""
+not a finite number, ids pandas would read differently) is read again by the pandas reader, which names the line.
+
+A file with a `domain` column (a build over several categories) keeps each rating's category: a user's rows are then
+sorted by domain, then time, so the user's ratings in one domain are one contiguous slice (`Ratings.rows`)."""
 from __future__ import annotations
 
+import csv
+import gzip
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -13,11 +18,13 @@ import numpy as np
 from recbench.api.errors import DataError
 
 COLUMNS = ("user_id", "item_id", "rating", "timestamp")
+DOMAIN = "domain"  # optional fifth column: each rating's category
 
 
 @dataclass
 class Ratings:
-    """Every rating, sorted by user id then time (file order among ties); ids as codes into sorted id arrays."""
+    """Every rating, sorted by user id then time (file order among ties); ids as codes into sorted id arrays. With a
+    domain column: sorted by user id, domain, then time."""
 
     users: np.ndarray      # user ids (str), sorted; a user's rows are user_ptr[u]:user_ptr[u+1]
     user_ptr: np.ndarray   # int64
@@ -27,6 +34,20 @@ class Ratings:
     timestamp: np.ndarray  # float64
     values: Optional[np.ndarray] = None  # the distinct ratings, sorted (None when there are more than 4096)
     value: Optional[np.ndarray] = None   # int16 code of each row's rating into `values`
+    domains: Optional[np.ndarray] = None  # the distinct domains (str), sorted (None: the file has no domain column)
+    domain: Optional[np.ndarray] = None   # int16 domain code per row (None: no domain column, or not kept)
+
+    def rows(self, u: int, domain: Optional[str] = None) -> Optional[tuple[int, int]]:
+        """(lo, hi): the rows of user code u, or of its ratings in `domain` where the file has a domain column
+        (None when the file has no such domain)."""
+        lo, hi = int(self.user_ptr[u]), int(self.user_ptr[u + 1])
+        if self.domain is None or domain is None:
+            return lo, hi
+        d = int(np.searchsorted(self.domains, domain))
+        if d >= len(self.domains) or self.domains[d] != domain:
+            return None
+        seg = self.domain[lo:hi]
+        return lo + int(np.searchsorted(seg, d, side="left")), lo + int(np.searchsorted(seg, d, side="right"))
 
     def most_common(self, lo: int, end: int) -> float:
         """The most frequent rating of rows lo:end (ties: the one seen first), as Counter.most_common(1) picks it."""
@@ -51,15 +72,28 @@ class Ratings:
         return float(pd.Series(self.rating).mean())
 
 
+def has_domain(path: Path) -> bool:
+    """Whether the ratings file's header names a `domain` column (False when the header cannot be read)."""
+    try:
+        with (gzip.open if path.name.endswith(".gz") else open)(path, "rt", encoding="utf-8", newline="") as f:
+            return DOMAIN in next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, EOFError, csv.Error):
+        return False
+
+
 def _arrow_table(path: Path):
-    """The four columns read by pyarrow, or None where pandas must read the file (it then names the problem)."""
+    """The four columns (and the domain, where the header has one) read by pyarrow, or None where pandas must read the
+    file (it then names the problem)."""
     try:
         import pyarrow as pa
         import pyarrow.csv as pacsv
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         return None
+    domain = has_domain(path)
+    cols = list(COLUMNS) + ([DOMAIN] if domain else [])
     try:
-        tbl = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(include_columns=list(COLUMNS)))
+        tbl = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            include_columns=cols, column_types={DOMAIN: pa.dictionary(pa.int32(), pa.string())} if domain else None))
     except (pa.ArrowInvalid, pa.ArrowKeyError, KeyError, ValueError, OSError):
         return None
     for c in ("user_id", "item_id"):
@@ -106,18 +140,46 @@ def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratin
                             "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
         rating, ts = df["rating"].to_numpy(np.float64), df["timestamp"].to_numpy(np.float64)
         (users, ucode), (items, icode) = (_text_codes(df[c].astype(str).to_numpy()) for c in ("user_id", "item_id"))
+        doms = _domain_codes(df[DOMAIN], path) if DOMAIN in df.columns else None
         del df
     else:
+        doms = None
+        if DOMAIN in tbl.column_names:  # coded first and dropped: its column is freed before the ids are coded
+            doms, tbl = _domain_codes(tbl[DOMAIN], path), tbl.drop_columns([DOMAIN])
         (users, ucode), (items, icode) = _codes(tbl["user_id"]), _codes(tbl["item_id"])
         del tbl
         _release_arrow_memory()
-    return _sorted(users, ucode, items, icode, rating, ts)
+    return _sorted(users, ucode, items, icode, rating, ts, doms)
+
+
+def _domain_codes(column, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct domains, int16 code per row) of the domain column (an arrow dictionary column, or the pandas
+    reader's Series); DataError naming the first empty one."""
+    if hasattr(column, "isna"):  # pandas
+        names, codes = _text_codes(column.astype(str).to_numpy())
+        empty = column.isna().to_numpy() | (codes == (np.searchsorted(names, "") if "" in names else -1))
+    else:
+        col = column.unify_dictionaries()
+        words = [str(v) for v in col.chunk(0).dictionary.to_pylist()] if col.num_chunks else []
+        raw = np.concatenate([c.indices.fill_null(-1).to_numpy() for c in col.chunks]) if col.num_chunks else \
+            np.zeros(0, np.int32)
+        names = np.asarray(sorted(words), dtype=object)
+        rank = np.asarray([int(np.searchsorted(names, w)) for w in words] + [0], np.int32)  # + a null's (-1) rank
+        codes = rank[raw]
+        empty = (raw < 0) | (raw == (words.index("") if "" in words else -2))
+    first = np.flatnonzero(empty)
+    if len(first):
+        raise DataError(f"{path}:{int(first[0]) + 2}: field 'domain' is empty ({len(first)} line(s)). Fix: give every "
+                        "rating its category, or rebuild the data (python -m recbench.build perrec --category NAME=PATH)")
+    return names, codes.astype(np.int16 if len(names) < 2 ** 15 else np.int32)
 
 
 def _sorted(users: np.ndarray, ucode: np.ndarray, items: np.ndarray, icode: np.ndarray, rating: np.ndarray,
-            ts: np.ndarray) -> Ratings:
-    """The rows sorted by user code then time (stable: file order among ties), one column at a time."""
-    order = np.lexsort((ts, ucode))  # stable: file order among equal (user, time)
+            ts: np.ndarray, doms: Optional[tuple[np.ndarray, np.ndarray]] = None) -> Ratings:
+    """The rows sorted by user code (then domain code, given `doms`: names and codes) then time (stable: file order
+    among ties), one column at a time."""
+    # stable: file order among equal (user, [domain,] time)
+    order = np.lexsort((ts, ucode)) if doms is None else np.lexsort((ts, doms[1], ucode))
     ptr = np.zeros(len(users) + 1, np.int64)
     np.cumsum(np.bincount(ucode, minlength=len(users)), out=ptr[1:])
     del ucode
@@ -125,8 +187,11 @@ def _sorted(users: np.ndarray, ucode: np.ndarray, items: np.ndarray, icode: np.n
     del icode
     rating = rating[order]
     ts = ts[order]
+    domain = None if doms is None else doms[1][order]
     del order
     out = Ratings(users, ptr, items, item, rating, ts)
+    if doms is not None:
+        out.domains, out.domain = doms[0], domain
     values = np.unique(rating)
     if len(values) <= 4096:  # each row's code into the sorted distinct values (np.unique's inverse)
         out.values, out.value = values, np.searchsorted(values, rating).astype(np.int16)

@@ -70,7 +70,8 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
     A member record may carry avg_rating / relative_rating (the builder writes them; with `--avg whole` they
     differ from the prior-history average) and a group record item_avg_rating; otherwise they are computed.
     The ratings stay columnar: each group's members (and their histories) are built when the example is read
-    (recbench.tasks.perrec.lazy)."""
+    (recbench.tasks.perrec.lazy). Where the ratings file has a `domain` column (a multi-category build), a member's
+    history is its ratings in the group's `domain` only."""
     root = Path(data_dir)
     items_p, ratings_p, groups_p = root / "items.jsonl", _ratings_path(root), root / groups_file
     items = _read_table(items_p)
@@ -86,7 +87,7 @@ def load_examples(data_dir: str, retrieval_k: int, history_max: int, groups_file
     fields = []
     for line_no, g in records:
         fields.append(_group_fields(g, f"{groups_p}:{line_no}", titles, items_p, ratings_p, builder))
-    ratings.timestamp, ratings.value = np.zeros(0), None  # only the builder reads them: not kept, not cached
+    ratings.timestamp, ratings.value, ratings.domain = np.zeros(0), None, None  # only the builder reads them
     store = Store(ratings, code_titles, builder.columns())
     return tuple(group_example(gid, q, qt, ts, ia, LazyGroup, diff, domain, store=store, rows=rows)
                  for gid, q, qt, ts, ia, diff, domain, rows in fields)
@@ -105,14 +106,31 @@ def _group_fields(g: dict[str, Any], where: str, titles: dict[str, str], items_p
         raise DataError(f"{where}: query_item {g['query_item']} not in {items_p}")
     members = group_members(g, where)
     finite(g["timestamp"], where, "timestamp")
+    domain = history_domain(builder.r, g.get("domain"), where, ratings_p)
     first = builder.count
-    codes = [builder.add(m, g["timestamp"], q_title, where, ratings_p) for m in members]
+    codes = [builder.add(m, g["timestamp"], q_title, where, ratings_p, domain) for m in members]
     difficulty = check_difficulty(g.get("difficulty"), where) or DIFFICULTY_BY_SIZE.get(len(members), f"size{len(members)}")
     item_avg = g.get("item_avg_rating")
     if item_avg is None:
         item_avg = builder.item_average(str(g["query_item"]), set(codes))
     return (str(g["group_id"]), str(g["query_item"]), q_title, g["timestamp"], finite(item_avg, where, "item_avg_rating"),
             difficulty, g.get("domain"), range(first, builder.count))
+
+
+def history_domain(ratings: Ratings, domain: Any, where: str, ratings_p: Path) -> Optional[str]:
+    """The domain a group's member histories are sliced by: the group's `domain` where the ratings file has a domain
+    column (a multi-category build), else None (each member's every rating, as in data without one); DataError naming
+    the ratings file when the group's domain is missing there."""
+    if ratings.domains is None:
+        return None
+    known = ratings.domains.tolist()
+    if domain is None or str(domain) not in known:
+        got = "the group has no domain" if domain is None else f"it has no value {json.dumps(str(domain))}"
+        raise DataError(f"{ratings_p}: field 'domain' does not match {where} ({got}; the file's domains: "
+                        f"{', '.join(map(str, known[:10]))}{' ...' if len(known) > 10 else ''}). Fix: load the "
+                        "ratings and groups written by one build (python -m recbench.build perrec --category "
+                        "NAME=PATH ...), or drop the ratings' 'domain' column to describe members by all their ratings")
+    return str(domain)
 
 
 def check_difficulty(value: Any, where: str) -> Any:

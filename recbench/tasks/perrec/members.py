@@ -30,15 +30,19 @@ class MemberBuilder:
         """Members added so far."""
         return len(self.cols["user"])
 
-    def add(self, m: dict[str, Any], group_time: Any, query_title: str, where: str, ratings_p: Any) -> int:
-        """Add one checked member record (see data.group_members); returns its user code."""
+    def add(self, m: dict[str, Any], group_time: Any, query_title: str, where: str, ratings_p: Any,
+            domain: Optional[str] = None) -> int:
+        """Add one checked member record (see data.group_members); returns its user code. With a `domain` (ratings
+        with a domain column), the member's history is its ratings in that domain only."""
         uid = str(m["user_id"])
         uc = self.codes.get(uid)
         if uc is None:
             raise DataError(f"{where}: user {uid} has no ratings in {ratings_p}")
         t_query = m.get("timestamp", group_time)  # the user's own rating time of the query item
         t_query = group_time if t_query is None else t_query
-        lo, hi = int(self.r.user_ptr[uc]), int(self.r.user_ptr[uc + 1])
+        lo, hi = self.r.rows(uc, domain) or (0, 0)
+        if lo == hi:
+            raise DataError(f"{where}: user {uid} has no ratings in domain '{domain}' in {ratings_p}")
         end = lo + int(np.searchsorted(self.r.timestamp[lo:hi], t_query, side="left"))
         if end == lo:
             raise DataError(f"{where}: user {uid} has no history before the query time")

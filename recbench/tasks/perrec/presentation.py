@@ -41,6 +41,14 @@ REFERENCE = TableSpec(
     caption="ptc of the model-free baselines by difficulty.")
 
 
+#: a build over several categories (groups with a `domain`; runs break their metrics down by it): PTC per domain
+DOMAINS = TableSpec(
+    id="perrec-domains", title="PerRecBench: PTC by domain (category of a multi-category build)", rows="all",
+    columns=("value",), metrics=("ptc",), breakdown=Breakdown("domain"), overall=False,
+    caption="ptc by the groups' category (a build over several categories; each member described by its ratings "
+            "in that category); shown only for runs with domains.")
+
+
 def ptc_vs_group_size(agg: pd.DataFrame, view: Any, benchmark: str) -> list[Plot]:
     """PTC against group size (easy=2, medium=3, hard=4 users), one line per configuration."""
     sub = agg[(agg["benchmark"] == benchmark) & (agg["slice"] == DIFFICULTY.key) & (agg["metric"] == "ptc")
@@ -62,5 +70,5 @@ def ptc_vs_group_size(agg: pd.DataFrame, view: Any, benchmark: str) -> list[Plot
     return [Plot(id="ptc-vs-group-size", title="PTC vs group size", png_base64=png(fig))]
 
 
-PRESENTATION = Presentation(benchmark="perrec", title="PerRecBench", order=0, tables=(TABLE1, REFERENCE),
+PRESENTATION = Presentation(benchmark="perrec", title="PerRecBench", order=0, tables=(TABLE1, REFERENCE, DOMAINS),
                             plots=(ptc_vs_group_size,))
