@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-from recbench.store.diskspace import disk_full, is_full, writing
+from recbench.store.diskspace import DiskFull, disk_full, is_full, writing
 from recbench.api.types import Request, Response
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -121,6 +124,7 @@ class ResponseCache:
         self.misses = 0
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
+        self._pending: dict[str, tuple[str, Request, Response]] = {}  # put_later rows not yet committed (flush)
         if enabled:
             with writing(self.path.parent, "the cache folder", CACHE_FIX):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +151,13 @@ class ResponseCache:
         """Cached responses for the given keys (missing keys absent); counts hits and misses."""
         found: dict[str, Response] = {}
         if self._conn is not None and keys:
-            uniq = list(dict.fromkeys(keys))
+            uniq = []
+            for k in dict.fromkeys(keys):
+                row = self._pending.get(k)
+                if row is None:
+                    uniq.append(k)
+                else:  # answered in this step, not committed yet: as a committed row reads back
+                    found[k] = Response(**self._payload(row[2]), cached=True)
             with self._lock:
                 for i in range(0, len(uniq), 500):
                     chunk = uniq[i : i + 500]
@@ -171,6 +181,25 @@ class ResponseCache:
         """Store one successful response at once (an error is not stored); returns rows written."""
         return self.put_many([(key, model, request, response)])
 
+    def put_later(self, key: str, model: str, request: Request, response: Response) -> None:
+        """Hold one successful response for the next `flush()` (get_many reads it already; an error is not held)."""
+        if self._conn is not None and response.ok:
+            self._pending[key] = (model, request, response)
+
+    def flush(self) -> int:
+        """Commit the responses `put_later` holds, in one transaction; returns rows written."""
+        if not self._pending:
+            return 0
+        n = self.put_many([(k, m, q, r) for k, (m, q, r) in self._pending.items()])
+        self._pending = {}
+        return n
+
+    @staticmethod
+    def _payload(resp: Response) -> dict[str, Any]:
+        """The stored fields of a response (the JSON of the response column)."""
+        return {"text": resp.text, "finish_reason": resp.finish_reason, "prompt_tokens": resp.prompt_tokens,
+                "completion_tokens": resp.completion_tokens, "latency_s": resp.latency_s, "logprobs": resp.logprobs}
+
     def put_many(self, items: list[tuple[str, str, Request, Response]]) -> int:
         """Store (key, model_name, request, response) rows, skipping errors; returns rows written."""
         if self._conn is None:
@@ -179,15 +208,7 @@ class ResponseCache:
         for key, model, req, resp in items:
             if not resp.ok:
                 continue
-            payload = {
-                "text": resp.text,
-                "finish_reason": resp.finish_reason,
-                "prompt_tokens": resp.prompt_tokens,
-                "completion_tokens": resp.completion_tokens,
-                "latency_s": resp.latency_s,
-                "logprobs": resp.logprobs,
-            }
-            rows.append((key, model, json.dumps(req.content_dict()), json.dumps(payload), time.time()))
+            rows.append((key, model, json.dumps(req.content_dict()), json.dumps(self._payload(resp)), time.time()))
         if rows:
             with self._lock:
                 try:
@@ -250,8 +271,13 @@ class ResponseCache:
                 raise self._failure(e) from None
 
     def close(self) -> None:
-        """Close the connection."""
+        """Commit what put_later holds, then close the connection."""
         if self._conn is not None:
+            try:
+                self.flush()
+            except (CacheError, DiskFull) as e:  # closing after an error: say what is lost, keep the first error
+                log.warning("%d answer(s) not written to the response cache: %s", len(self._pending), e)
+                self._pending = {}
             try:
                 self._conn.close()
             except sqlite3.Error:  # closing a damaged or full database: nothing left to save
