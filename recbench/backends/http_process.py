@@ -16,24 +16,21 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from recbench.api.types import Request, Response
-
-if TYPE_CHECKING:
-    from recbench.backends.openai import OpenAIBackend
 
 #: counters of OpenAIBackend.stats that hold a maximum, not a count (the child's are merged by max)
 MAX_STATS = ("max_consecutive", "max_silence_s")
 
 
-def stream_in_child(be: "OpenAIBackend", next_requests: Callable[[int], list[Request]],
+def stream_in_child(be: Any, next_requests: Callable[[int], list[Request]],
                     on_response: Callable[[Request, Response], None], window: int) -> None:
-    """OpenAIBackend.stream with its HTTP side in a forked child; at most `window` requests sent and unanswered."""
+    """OpenAIBackend.stream with its HTTP side in a child process; at most `window` requests sent and unanswered."""
     ctx = multiprocessing.get_context("spawn")
     here, there = ctx.Pipe()
     args = {**be._init_args, "http_process": False}
-    proc = ctx.Process(target=_child, args=(args, there), daemon=True, name="recbench-http")
+    proc = ctx.Process(target=_child, args=(type(be), args, there), daemon=True, name="recbench-http")
     proc.start()
     there.close()
     sent: dict[int, Request] = {}
@@ -86,7 +83,7 @@ def _receive(conn: Any, proc: Any) -> tuple[str, Any]:
     return kind, payload
 
 
-def _absorb(be: "OpenAIBackend", state: dict[str, Any]) -> None:
+def _absorb(be: Any, state: dict[str, Any]) -> None:
     """The child's counters added to the backend's own (maxima by max)."""
     for k, v in state["stats"].items():
         be.stats[k] = max(be.stats.get(k, 0), v) if k in MAX_STATS else be.stats.get(k, 0) + v
@@ -94,10 +91,9 @@ def _absorb(be: "OpenAIBackend", state: dict[str, Any]) -> None:
         ep.answered += answered
 
 
-def _child(args: dict[str, Any], conn: Any) -> None:
-    """The child: the backend's stream fed from the pipe; answers, then the counters (or the error) back."""
-    from recbench.backends.openai import OpenAIBackend
-
+def _child(cls: type, args: dict[str, Any], conn: Any) -> None:
+    """The child: the backend (class `cls`, built from `args`) streaming what the pipe brings; answers, then the
+    counters (or the error) back."""
     queue: deque[tuple[int, Request]] = deque()
     ids: dict[int, int] = {}  # id(request) -> its sequence number in the parent
     out: list[tuple[int, Response]] = []
@@ -124,7 +120,7 @@ def _child(args: dict[str, Any], conn: Any) -> None:
 
     be = None
     try:
-        be = OpenAIBackend(**args)
+        be = cls(**args)
         be._run(next_requests, on_response)
         conn.send(("done", {"stats": dict(be.stats), "answered": [ep.answered for ep in be._endpoints]}))
     except BaseException as e:  # noqa: BLE001 - every error goes to the parent, which raises it

@@ -65,7 +65,7 @@ class OpenAIBackend(EndpointRouting, Backend):
         quirks: Optional[Sequence[str]] = Conf.quirks,  # type: ignore[assignment]
         http_process: bool = False,
     ):
-        self._init_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}  # the HTTP process's
+        self._init_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}  # for http_process
         self.quirks = check_quirks(quirks)
         if int(max_consecutive_failures) < 1:
             raise ValueError(f"max_consecutive_failures must be >= 1, got {max_consecutive_failures!r} "
@@ -90,8 +90,7 @@ class OpenAIBackend(EndpointRouting, Backend):
         self.seed_param = seed_param
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.down_after_s = float(down_after_s)
-        self.transport = transport_available(transport)
-        self.http_process = bool(http_process)  # the HTTP side in a forked child (recbench.backends.http_process)
+        self.transport, self.http_process = transport_available(transport), bool(http_process)
         self.batch_size = batch_size or max(16, self.concurrency * 4)
         self.stats: Counter = Counter()  # attempts, retries, successes, gave_up, status_<code>, timeouts, ...
         self._rng = random.Random(0)

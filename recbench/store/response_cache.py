@@ -125,6 +125,7 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
         self._pending: dict[str, tuple[str, Request, Response]] = {}  # put_later rows not yet committed (flush)
+        self._tails: dict[tuple, str] = {}  # request JSON after the messages, per distinct parameters (_request_json)
         if enabled:
             with writing(self.path.parent, "the cache folder", CACHE_FIX):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -194,6 +195,18 @@ class ResponseCache:
         self._pending = {}
         return n
 
+    def _request_json(self, req: Request) -> str:
+        """json.dumps(req.content_dict()), the request column (plan mode looks rows up by this text): the text after
+        the messages is built once per distinct sampling, constraint, adapter and logprobs."""
+        pk = (req.sampling, req.constraint, req.adapter, req.logprobs)
+        tail = self._tails.get(pk)
+        if tail is None:
+            d = req.content_dict()  # "messages" is its first key
+            full = json.dumps(d)
+            self._tails[pk] = full[len('{"messages": ') + len(json.dumps(d["messages"])):]
+            return full
+        return '{"messages": ' + json.dumps(req.message_dicts()) + tail
+
     @staticmethod
     def _payload(resp: Response) -> dict[str, Any]:
         """The stored fields of a response (the JSON of the response column)."""
@@ -208,7 +221,7 @@ class ResponseCache:
         for key, model, req, resp in items:
             if not resp.ok:
                 continue
-            rows.append((key, model, json.dumps(req.content_dict()), json.dumps(self._payload(resp)), time.time()))
+            rows.append((key, model, self._request_json(req), json.dumps(self._payload(resp)), time.time()))
         if rows:
             with self._lock:
                 try:
