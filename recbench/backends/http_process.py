@@ -8,8 +8,9 @@ stream (the window of `concurrency` requests in flight, retries, servers and the
 sends it requests in batches through a pipe, keeping at most `window` requests sent and unanswered (in flight in the
 child or queued there), and receives the answers in batches, one per step of the child's event loop. The child's
 counters come back when the stream ends; an error in the child (every server down, a server that serves another
-model) is raised in the loop's process. Killed, the loop's process loses at most `window` answers; the child stops
-at its next write to the closed pipe. Ctrl-C stops both, as in one process.
+model) is raised in the loop's process. The openai backend's window is its `concurrency`: killed, the loop's process
+loses at most the answers of the requests sent and not yet written, as in one process; the child stops at its next
+write to the closed pipe. Ctrl-C stops both, as in one process.
 """
 from __future__ import annotations
 

@@ -203,7 +203,7 @@ class OpenAIBackend(EndpointRouting, Backend):
             if running is None and self.http_process:  # sending and reading answers on a second core
                 from recbench.backends.http_process import stream_in_child
 
-                stream_in_child(self, next_requests, on_response, window=2 * self.concurrency)
+                stream_in_child(self, next_requests, on_response, window=self.concurrency)
             elif running is None:
                 self._run(next_requests, on_response)
             else:  # the caller's thread already runs an event loop (e.g. Jupyter): run ours beside it, wait
