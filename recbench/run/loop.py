@@ -223,8 +223,9 @@ class EvalLoop:
                          latency_s=None if resp.cached else resp.latency_s, error=resp.error,
                          endpoint=resp.endpoint)
         if self.store_prompts:  # each distinct prompt once per run dir, in prompts.jsonl, referenced by its hash
-            rec.prompt, messages = self._key_maker().prompt_hash(req)
-            self.store.add_prompt(rec.prompt, messages)
+            keys = self._key_maker()
+            rec.prompt, messages = keys.prompt_hash(req)
+            self.store.add_prompt(rec.prompt, messages, lambda: keys.prompt_line(req, rec.prompt))
         return rec
 
     def _finish(self, act: _Active, outcome: Any) -> None:

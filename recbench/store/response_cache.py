@@ -71,7 +71,9 @@ class KeyMaker:
         self._model_part = '"model": ' + _canon(identity) + ', "request": '
         self._prompts: dict[tuple, tuple[str, list[dict[str, str]]]] = {}
         self._params: dict[tuple, tuple[str, str]] = {}  # (sampling, constraint, adapter, logprobs) -> text around messages
-        self._msg_json: dict[tuple, str] = {}  # messages -> canonical JSON, from key() until prompt_hash() takes it
+        # messages -> each message's (content, role) JSON, from key() until prompt_hash() takes them for prompt_line()
+        self._msg_json: dict[tuple, list[tuple[str, str]]] = {}
+        self._last: tuple[tuple, list[tuple[str, str]]] = ((), [])  # the messages prompt_hash() took last, encoded
 
     def _around_messages(self, request: Request) -> tuple[str, str]:
         """Canonical JSON of the request content before and after the messages (keys sorted: adapter,
@@ -85,21 +87,28 @@ class KeyMaker:
             got = self._params[pk] = (head, ', "sampling": ' + _canon(request.sampling.to_dict()) + "}")
         return got
 
+    def _encoded(self, request: Request) -> list[tuple[str, str]]:
+        """Each message's content and role as JSON strings (non-ASCII kept), from key() or encoded now."""
+        parts = self._msg_json.get(request.messages)
+        if parts is None:
+            parts = [(_canon_str(c), _canon_str(r)) for r, c in request.messages]
+        return parts
+
+    @staticmethod
+    def _joined(parts: list[tuple[str, str]]) -> str:
+        return "[" + ", ".join('{"content": ' + c + ', "role": ' + r + "}" for c, r in parts) + "]"
+
     def messages_json(self, request: Request) -> str:
         """Canonical JSON of the request's message dicts (== json of message_dicts() with sorted keys)."""
-        text = self._msg_json.get(request.messages)
-        if text is None:
-            text = "[" + ", ".join('{"content": ' + _canon_str(c) + ', "role": ' + _canon_str(r) + "}"
-                                   for r, c in request.messages) + "]"
-        return text
+        return self._joined(self._encoded(request))
 
     def key(self, request: Request) -> str:
         """The cache key of a request (equal to sha256_json of the payload dict)."""
         head, tail = self._around_messages(request)
-        msgs = self.messages_json(request)
+        parts = self._encoded(request)
         if request.messages not in self._prompts:  # kept for prompt_hash (prompts.jsonl), which takes it once
-            self._msg_json[request.messages] = msgs
-        text = "{" + self._model_part + head + msgs + tail + "}"
+            self._msg_json[request.messages] = parts
+        text = "{" + self._model_part + head + self._joined(parts) + tail + "}"
         if self._by_example:  # replay backends (predictions): the answer depends on the example id
             text = '{"example_id": ' + _canon(request.example_id) + ", " + text[1:]
         return hashlib.sha256(text.encode()).hexdigest()
@@ -108,10 +117,20 @@ class KeyMaker:
         """(hash of the messages as stored in prompts.jsonl, the message dicts), memoized per distinct prompt."""
         got = self._prompts.get(request.messages)
         if got is None:
-            text = self._msg_json.pop(request.messages, None) or self.messages_json(request)
-            got = self._prompts[request.messages] = (hashlib.sha256(text.encode()).hexdigest()[:20],
+            parts = self._msg_json.pop(request.messages, None) or self._encoded(request)
+            self._last = (request.messages, parts)
+            got = self._prompts[request.messages] = (hashlib.sha256(self._joined(parts).encode()).hexdigest()[:20],
                                                      request.message_dicts())
         return got
+
+    def prompt_line(self, request: Request, prompt_hash: str) -> str:
+        """The prompts.jsonl line of a request's prompt, json.dumps({"key": prompt_hash, "messages": message dicts},
+        ensure_ascii=False) as text, from the messages' JSON that key() made (when prompt_hash() took them last)."""
+        messages, parts = self._last
+        if messages != request.messages:
+            parts = self._encoded(request)
+        body = ", ".join('{"role": ' + r + ', "content": ' + c + "}" for c, r in parts)
+        return '{"key": ' + _canon_str(prompt_hash) + ', "messages": [' + body + "]}"
 
 
 class ResponseCache:
