@@ -3,8 +3,8 @@
 Each example's method is a generator that yields lists of Requests. A request is answered from the response
 cache when it can be (cache hits resume their example at once, cascading), otherwise it joins one queue that
 the backend pulls from (`Backend.stream`): API backends keep `concurrency` requests in flight, batch engines
-take batches of whatever is ready. As soon as an answer arrives it is written to the cache, and its example
-resumes the moment its last pending answer is in: examples advance independently, with no round or chunk
+take batches of whatever is ready. As soon as an answer arrives it is held for the cache (written below), and its
+example resumes the moment its last pending answer is in: examples advance independently, with no round or chunk
 barrier. Identical requests in flight are sent once.
 
 Writes are grouped per step of the backend: the answers that arrived since the backend last pulled requests are
