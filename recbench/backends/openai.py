@@ -63,7 +63,9 @@ class OpenAIBackend(EndpointRouting, Backend):
         down_after_s: float = Conf.down_after_s,
         transport: str = "auto",
         quirks: Optional[Sequence[str]] = Conf.quirks,  # type: ignore[assignment]
+        http_process: bool = False,
     ):
+        self._init_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}  # for http_process
         self.quirks = check_quirks(quirks)
         if int(max_consecutive_failures) < 1:
             raise ValueError(f"max_consecutive_failures must be >= 1, got {max_consecutive_failures!r} "
@@ -88,7 +90,7 @@ class OpenAIBackend(EndpointRouting, Backend):
         self.seed_param = seed_param
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.down_after_s = float(down_after_s)
-        self.transport = transport_available(transport)
+        self.transport, self.http_process = transport_available(transport), bool(http_process)
         self.batch_size = batch_size or max(16, self.concurrency * 4)
         self.stats: Counter = Counter()  # attempts, retries, successes, gave_up, status_<code>, timeouts, ...
         self._rng = random.Random(0)
@@ -147,7 +149,7 @@ class OpenAIBackend(EndpointRouting, Backend):
                "concurrency": self.concurrency, "timeout_s": self.timeout_s, "retry": dataclasses.asdict(self.policy),
                "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size,
                "max_consecutive_failures": self.max_consecutive_failures, "down_after_s": self.down_after_s,
-               "transport": self.transport}
+               "transport": self.transport, "http_process": self.http_process}
         if len(urls) > 1:  # what each server listed at the start, and how many answers it gave
             out["endpoints"] = [{"base_url": ep.public, "served": self._served.get(ep.public), "answers": ep.answered}
                                 for ep in self._endpoints]
@@ -198,7 +200,11 @@ class OpenAIBackend(EndpointRouting, Backend):
             if len(self._endpoints) > 1 and not self._models_asked:  # every server of a list serves the model
                 self._served.update(check_served(self._endpoints, self.model, self.down_after_s))
                 self._models_asked = True  # once: one down now is checked by its 404s if it serves another name
-            if running is None:
+            if running is None and self.http_process:  # sending and reading answers on a second core
+                from recbench.backends.http_process import stream_in_child
+
+                stream_in_child(self, next_requests, on_response, window=self.concurrency)
+            elif running is None:
                 self._run(next_requests, on_response)
             else:  # the caller's thread already runs an event loop (e.g. Jupyter): run ours beside it, wait
                 _run_in_thread(lambda: self._run(next_requests, on_response))

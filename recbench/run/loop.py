@@ -3,9 +3,15 @@
 Each example's method is a generator that yields lists of Requests. A request is answered from the response
 cache when it can be (cache hits resume their example at once, cascading), otherwise it joins one queue that
 the backend pulls from (`Backend.stream`): API backends keep `concurrency` requests in flight, batch engines
-take batches of whatever is ready. As soon as an answer arrives it is written to the cache, and its example
-resumes the moment its last pending answer is in: examples advance independently, with no round or chunk
-barrier. Identical requests in flight are sent once. Finished examples are appended to samples.jsonl per step.
+take batches of whatever is ready. As soon as an answer arrives it is held for the cache (written below), and its
+example resumes the moment its last pending answer is in: examples advance independently, with no round or chunk
+barrier. Identical requests in flight are sent once.
+
+Writes are grouped per step of the backend: the answers that arrived since the backend last pulled requests are
+committed to the cache in one transaction, then the examples they finished are appended to samples.jsonl, each time
+the backend pulls (before any new request is sent) and when the loop ends or is interrupted. So a SIGKILL loses at
+most the requests sent and not yet written, never more than the backend's window in flight, and Ctrl-C loses
+nothing.
 """
 from __future__ import annotations
 
@@ -72,6 +78,7 @@ class EvalLoop:
         self.stats = LoopStats()
         self._keys: Optional[KeyMaker] = KeyMaker(backend.identity()) if backend is not None else None
         self._scored: dict[str, bool] = {}  # metric names score() returned, checked against the task's declarations
+        self._streaming = False  # True while backend.stream runs: writes wait for its next pull
 
     @property
     def backend(self) -> Optional[Backend]:
@@ -118,11 +125,13 @@ class EvalLoop:
                     raise RuntimeError(f"method '{self.method.name}' asked a model but no backend is configured")
                 # every request is known now when the method has one round and every example is in progress
                 self._progress.start(self.stats.backend_calls + len(self._ready), all_known=not self._todo)
+                self._streaming = True
                 backend.stream(self._next_requests, self._on_response)
             if self._waiting or self._ready or self._todo or self._active:
                 raise RuntimeError(f"loop ended with {self._active} examples unfinished (a backend returned early)")
         finally:
             gc.unfreeze()
+            self._streaming = False
             self._flush()
             self._progress.close()
             self.stats.wall_time_s += time.time() - t0
@@ -167,7 +176,8 @@ class EvalLoop:
                     self._waiting[k] = [(act, i)]
                     self._ready.append((k, act.pending[i]))
             self._admit()
-        self._flush()
+        if not self._streaming:  # while the backend streams, the next pull writes (see _next_requests)
+            self._flush()
         self._progress.grow(self.stats.backend_calls + len(self._ready))  # later rounds add requests
 
     def _fill(self, act: _Active, i: int, key: str, resp: Response) -> None:
@@ -183,7 +193,9 @@ class EvalLoop:
 
     # ---- the backend side ----------------------------------------------------------------------
     def _next_requests(self, k: int) -> list[Request]:
-        """Up to k cache misses for the backend (the in-flight key travels as the request's identity)."""
+        """Up to k cache misses for the backend (the in-flight key travels as the request's identity), after the
+        answers that arrived since the last pull and the examples they finished are written."""
+        self._flush()
         out = []
         while self._ready and len(out) < k:
             key, req = self._ready.popleft()
@@ -198,7 +210,7 @@ class EvalLoop:
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
         if resp.ok:
-            self.cache.put(key, self._keys.model_name if self._keys else "", req, resp)  # type: ignore[union-attr]
+            self.cache.put_later(key, self._keys.model_name if self._keys else "", req, resp)  # written at the next pull
         for act, i in self._waiting.pop(key, []):
             self._fill(act, i, key, resp)
         self._settle()
@@ -211,8 +223,9 @@ class EvalLoop:
                          latency_s=None if resp.cached else resp.latency_s, error=resp.error,
                          endpoint=resp.endpoint)
         if self.store_prompts:  # each distinct prompt once per run dir, in prompts.jsonl, referenced by its hash
-            rec.prompt, messages = self._key_maker().prompt_hash(req)
-            self.store.add_prompt(rec.prompt, messages)
+            keys = self._key_maker()
+            rec.prompt, messages = keys.prompt_hash(req)
+            self.store.add_prompt(rec.prompt, messages, lambda: keys.prompt_line(req, rec.prompt))
         return rec
 
     def _finish(self, act: _Active, outcome: Any) -> None:
@@ -228,7 +241,9 @@ class EvalLoop:
         self._progress.example_done()
 
     def _flush(self) -> None:
-        """Write the examples finished in this step (one write, crash-safe: whole lines only)."""
+        """Commit the answers held since the last write, then append the examples they finished (one write each,
+        crash-safe: whole rows and lines only)."""
+        self.cache.flush()
         if self._finished:
             self.store.append_many(self._finished)
             self._finished = []

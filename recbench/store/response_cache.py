@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-from recbench.store.diskspace import disk_full, is_full, writing
+from recbench.store.diskspace import DiskFull, disk_full, is_full, writing
 from recbench.api.types import Request, Response
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -68,7 +71,9 @@ class KeyMaker:
         self._model_part = '"model": ' + _canon(identity) + ', "request": '
         self._prompts: dict[tuple, tuple[str, list[dict[str, str]]]] = {}
         self._params: dict[tuple, tuple[str, str]] = {}  # (sampling, constraint, adapter, logprobs) -> text around messages
-        self._msg_json: dict[tuple, str] = {}  # messages -> canonical JSON, from key() until prompt_hash() takes it
+        # messages -> each message's (content, role) JSON, from key() until prompt_hash() takes them for prompt_line()
+        self._msg_json: dict[tuple, list[tuple[str, str]]] = {}
+        self._last: tuple[tuple, list[tuple[str, str]]] = ((), [])  # the messages prompt_hash() took last, encoded
 
     def _around_messages(self, request: Request) -> tuple[str, str]:
         """Canonical JSON of the request content before and after the messages (keys sorted: adapter,
@@ -82,21 +87,28 @@ class KeyMaker:
             got = self._params[pk] = (head, ', "sampling": ' + _canon(request.sampling.to_dict()) + "}")
         return got
 
+    def _encoded(self, request: Request) -> list[tuple[str, str]]:
+        """Each message's content and role as JSON strings (non-ASCII kept), from key() or encoded now."""
+        parts = self._msg_json.get(request.messages)
+        if parts is None:
+            parts = [(_canon_str(c), _canon_str(r)) for r, c in request.messages]
+        return parts
+
+    @staticmethod
+    def _joined(parts: list[tuple[str, str]]) -> str:
+        return "[" + ", ".join('{"content": ' + c + ', "role": ' + r + "}" for c, r in parts) + "]"
+
     def messages_json(self, request: Request) -> str:
         """Canonical JSON of the request's message dicts (== json of message_dicts() with sorted keys)."""
-        text = self._msg_json.get(request.messages)
-        if text is None:
-            text = "[" + ", ".join('{"content": ' + _canon_str(c) + ', "role": ' + _canon_str(r) + "}"
-                                   for r, c in request.messages) + "]"
-        return text
+        return self._joined(self._encoded(request))
 
     def key(self, request: Request) -> str:
         """The cache key of a request (equal to sha256_json of the payload dict)."""
         head, tail = self._around_messages(request)
-        msgs = self.messages_json(request)
+        parts = self._encoded(request)
         if request.messages not in self._prompts:  # kept for prompt_hash (prompts.jsonl), which takes it once
-            self._msg_json[request.messages] = msgs
-        text = "{" + self._model_part + head + msgs + tail + "}"
+            self._msg_json[request.messages] = parts
+        text = "{" + self._model_part + head + self._joined(parts) + tail + "}"
         if self._by_example:  # replay backends (predictions): the answer depends on the example id
             text = '{"example_id": ' + _canon(request.example_id) + ", " + text[1:]
         return hashlib.sha256(text.encode()).hexdigest()
@@ -105,10 +117,20 @@ class KeyMaker:
         """(hash of the messages as stored in prompts.jsonl, the message dicts), memoized per distinct prompt."""
         got = self._prompts.get(request.messages)
         if got is None:
-            text = self._msg_json.pop(request.messages, None) or self.messages_json(request)
-            got = self._prompts[request.messages] = (hashlib.sha256(text.encode()).hexdigest()[:20],
+            parts = self._msg_json.pop(request.messages, None) or self._encoded(request)
+            self._last = (request.messages, parts)
+            got = self._prompts[request.messages] = (hashlib.sha256(self._joined(parts).encode()).hexdigest()[:20],
                                                      request.message_dicts())
         return got
+
+    def prompt_line(self, request: Request, prompt_hash: str) -> str:
+        """The prompts.jsonl line of a request's prompt, json.dumps({"key": prompt_hash, "messages": message dicts},
+        ensure_ascii=False) as text, from the messages' JSON that key() made (when prompt_hash() took them last)."""
+        messages, parts = self._last
+        if messages != request.messages:
+            parts = self._encoded(request)
+        body = ", ".join('{"role": ' + r + ', "content": ' + c + "}" for c, r in parts)
+        return '{"key": ' + _canon_str(prompt_hash) + ', "messages": [' + body + "]}"
 
 
 class ResponseCache:
@@ -121,6 +143,8 @@ class ResponseCache:
         self.misses = 0
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
+        self._pending: dict[str, tuple[str, Request, Response]] = {}  # put_later rows not yet committed (flush)
+        self._tails: dict[tuple, str] = {}  # request JSON after the messages, per distinct parameters (_request_json)
         if enabled:
             with writing(self.path.parent, "the cache folder", CACHE_FIX):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +171,13 @@ class ResponseCache:
         """Cached responses for the given keys (missing keys absent); counts hits and misses."""
         found: dict[str, Response] = {}
         if self._conn is not None and keys:
-            uniq = list(dict.fromkeys(keys))
+            uniq = []
+            for k in dict.fromkeys(keys):
+                row = self._pending.get(k)
+                if row is None:
+                    uniq.append(k)
+                else:  # answered in this step, not committed yet: as a committed row reads back
+                    found[k] = Response(**self._payload(row[2]), cached=True)
             with self._lock:
                 for i in range(0, len(uniq), 500):
                     chunk = uniq[i : i + 500]
@@ -171,6 +201,37 @@ class ResponseCache:
         """Store one successful response at once (an error is not stored); returns rows written."""
         return self.put_many([(key, model, request, response)])
 
+    def put_later(self, key: str, model: str, request: Request, response: Response) -> None:
+        """Hold one successful response for the next `flush()` (get_many reads it already; an error is not held)."""
+        if self._conn is not None and response.ok:
+            self._pending[key] = (model, request, response)
+
+    def flush(self) -> int:
+        """Commit the responses `put_later` holds, in one transaction; returns rows written."""
+        if not self._pending:
+            return 0
+        n = self.put_many([(k, m, q, r) for k, (m, q, r) in self._pending.items()])
+        self._pending = {}
+        return n
+
+    def _request_json(self, req: Request) -> str:
+        """json.dumps(req.content_dict()), the request column (plan mode looks rows up by this text): the text after
+        the messages is built once per distinct sampling, constraint, adapter and logprobs."""
+        pk = (req.sampling, req.constraint, req.adapter, req.logprobs)
+        tail = self._tails.get(pk)
+        if tail is None:
+            d = req.content_dict()  # "messages" is its first key
+            full = json.dumps(d)
+            self._tails[pk] = full[len('{"messages": ') + len(json.dumps(d["messages"])):]
+            return full
+        return '{"messages": ' + json.dumps(req.message_dicts()) + tail
+
+    @staticmethod
+    def _payload(resp: Response) -> dict[str, Any]:
+        """The stored fields of a response (the JSON of the response column)."""
+        return {"text": resp.text, "finish_reason": resp.finish_reason, "prompt_tokens": resp.prompt_tokens,
+                "completion_tokens": resp.completion_tokens, "latency_s": resp.latency_s, "logprobs": resp.logprobs}
+
     def put_many(self, items: list[tuple[str, str, Request, Response]]) -> int:
         """Store (key, model_name, request, response) rows, skipping errors; returns rows written."""
         if self._conn is None:
@@ -179,15 +240,7 @@ class ResponseCache:
         for key, model, req, resp in items:
             if not resp.ok:
                 continue
-            payload = {
-                "text": resp.text,
-                "finish_reason": resp.finish_reason,
-                "prompt_tokens": resp.prompt_tokens,
-                "completion_tokens": resp.completion_tokens,
-                "latency_s": resp.latency_s,
-                "logprobs": resp.logprobs,
-            }
-            rows.append((key, model, json.dumps(req.content_dict()), json.dumps(payload), time.time()))
+            rows.append((key, model, self._request_json(req), json.dumps(self._payload(resp)), time.time()))
         if rows:
             with self._lock:
                 try:
@@ -250,8 +303,13 @@ class ResponseCache:
                 raise self._failure(e) from None
 
     def close(self) -> None:
-        """Close the connection."""
+        """Commit what put_later holds, then close the connection."""
         if self._conn is not None:
+            try:
+                self.flush()
+            except (CacheError, DiskFull) as e:  # closing after an error: say what is lost, keep the first error
+                log.warning("%d answer(s) not written to the response cache: %s", len(self._pending), e)
+                self._pending = {}
             try:
                 self._conn.close()
             except sqlite3.Error:  # closing a damaged or full database: nothing left to save

@@ -11,7 +11,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from recbench.store.diskspace import DiskFull, writing  # noqa: F401 - DiskFull: what a failed write raises
 from recbench.store.schema import (
@@ -191,12 +191,14 @@ class RunStore:
             self._ids |= ids  # finished only once on disk
             self._records += new
 
-    def add_prompt(self, key: str, messages: list[dict[str, str]]) -> None:
-        """Record a prompt once (samples.jsonl refers to it by key)."""
+    def add_prompt(self, key: str, messages: list[dict[str, str]], line: Optional[Callable[[], str]] = None) -> None:
+        """Record a prompt once (samples.jsonl refers to it by key); `line`, when given, writes its prompts.jsonl line
+        (the JSON of {"key", "messages"}) without encoding the messages again."""
         if key not in self._prompt_keys:
             self._prompt_keys.add(key)
             with writing(self.prompts_path, "", RUNDIR_FIX):
-                self._prompts.write(json.dumps({"key": key, "messages": messages}, ensure_ascii=False) + "\n")
+                text = line() if line is not None else json.dumps({"key": key, "messages": messages}, ensure_ascii=False)
+                self._prompts.write(text + "\n")
 
     def missing_prompts(self) -> dict[str, str]:
         """{prompt hash: call key prefix} of the calls in samples.jsonl whose prompt is not in prompts.jsonl (the

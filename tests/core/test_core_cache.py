@@ -63,3 +63,43 @@ def test_concurrent_processes_share_the_cache(tmp_path):
     c = ResponseCache(path)
     assert len(c) == 600
     assert c._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_held_answers_read_back_before_the_flush_and_commit_in_it(tmp_path):
+    """put_later: get_many answers from what is held (as a committed row reads back); flush writes it in one
+    transaction, errors are never held; close commits what is still held."""
+    path = tmp_path / "c.sqlite"
+    c = ResponseCache(path)
+    ok, other = Response(text="5", prompt_tokens=3, completion_tokens=1, latency_s=0.2), Response(text="4")
+    c.put_later("k1", "m", req(), ok)
+    c.put_later("k2", "m", req(seed=1), Response(error="boom"))
+    got = c.get_many(["k1", "k2"])
+    assert set(got) == {"k1"} and got["k1"].text == "5" and got["k1"].cached and got["k1"].prompt_tokens == 3
+    assert len(c) == 0 and c.flush() == 1 and len(c) == 1 and c.flush() == 0
+    assert c.get_many(["k1"])["k1"] == got["k1"]  # the same Response held and committed
+    c.put_later("k3", "m", req(seed=2), other)
+    c.close()
+    again = ResponseCache(path)
+    assert set(again.get_many(["k1", "k2", "k3"])) == {"k1", "k3"}
+    again.close()
+
+
+def test_request_column_is_the_json_of_the_request_content(tmp_path):
+    """The request column keeps json.dumps(content_dict()) (plan mode looks cached answers up by this text), built from
+    parts per distinct parameters: checked over constraints, adapters, seeds and non-ASCII text."""
+    import json
+    import sqlite3
+
+    c = ResponseCache(tmp_path / "c.sqlite")
+    reqs = []
+    for i in range(3):
+        for cons in (None, Constraint.json_schema({"enum": ["User A", "Ü"]}), Constraint(kind="choice", choices=("a", "b"))):
+            reqs.append(Request.chat([{"role": "system", "content": "sys é"}, {"role": "user", "content": f'q{i} "x" ☃'}],
+                                     SamplingParams(max_tokens=8, seed=i % 2), constraint=cons,
+                                     adapter="lora" if i == 2 else None))
+    for i, r in enumerate(reqs):
+        c.put(f"k{i}", "m", r, Response(text="ok"))
+    with sqlite3.connect(tmp_path / "c.sqlite") as con:
+        rows = dict(con.execute("SELECT key, request FROM responses").fetchall())
+    c.close()
+    assert [rows[f"k{i}"] for i in range(len(reqs))] == [json.dumps(r.content_dict()) for r in reqs]

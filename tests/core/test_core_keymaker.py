@@ -47,3 +47,20 @@ def test_known_key_is_stable():
         {"model": {"kind": "hf", "name": "m"}, "request": {"messages": [{"role": "user", "content": "Rank them."}],
          "sampling": {"temperature": 0.0, "top_p": 1.0, "max_tokens": 8, "seed": 0, "stop": []},
          "constraint": None, "adapter": None, "logprobs": None}})
+
+
+def test_prompt_line_is_the_json_of_the_prompt_record():
+    """prompts.jsonl lines assembled from the messages' JSON that key() made equal json.dumps of {"key", "messages"}
+    (non-ASCII kept), for prompts taken fresh, memoized, and asked in another order."""
+    import json
+
+    km = KeyMaker({"kind": "hf", "name": "m"})
+    reqs = _requests() + [Request.chat([{"role": "system", "content": "Système ☃ \"q\"\n\\\\"},
+                                        {"role": "user", "content": "Rank \u2028 them"}], SamplingParams(max_tokens=8))]
+    for r in reqs:
+        km.key(r)
+    for r in reqs + reqs[::-1]:
+        h, msgs = km.prompt_hash(r)
+        assert km.prompt_line(r, h) == json.dumps({"key": h, "messages": msgs}, ensure_ascii=False)
+    assert km.prompt_line(reqs[0], "abc") == json.dumps({"key": "abc", "messages": reqs[0].message_dicts()},
+                                                        ensure_ascii=False)  # not the last prompt taken: encoded again

@@ -102,3 +102,40 @@ def test_sigkill_midway_then_resume_gives_same_metrics(tmp_path):
     assert resumed.calls <= N - done_before
     assert m["this_invocation"]["examples_skipped"] == done_before
     assert m["counts"]["examples"] == N and m["metrics"] == ref["metrics"]
+
+
+class _WatchedBackend(ScriptedBackend):
+    """Answers in batches of 5 and, at every pull, reads the cache and samples.jsonl from outside the loop (as a
+    process killed at that moment would leave them)."""
+
+    def __init__(self, cache_path: Path, samples_path: Path):
+        super().__init__(reverse, batch_size=5)
+        self.cache_path, self.samples_path = cache_path, samples_path
+        self.seen: list[tuple[int, int, int]] = []  # (answers delivered so far, cache rows, sample lines)
+
+    def stream(self, next_requests, on_response) -> None:
+        delivered = 0
+        while True:
+            batch = next_requests(self.batch_size)
+            import sqlite3
+
+            with sqlite3.connect(self.cache_path) as con:
+                rows = con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            lines = len(self.samples_path.read_text().splitlines()) if self.samples_path.exists() else 0
+            self.seen.append((delivered, rows, lines))
+            if not batch:
+                return
+            for req, resp in zip(batch, self.generate(batch)):
+                on_response(req, resp)
+                delivered += 1
+
+
+def test_every_answer_is_written_before_the_next_requests_go_out(tmp_path):
+    """Writes are grouped per pull: when the backend pulls, every answer it delivered is in the cache and every
+    example those answers finished is in samples.jsonl (a kill loses at most what is in flight)."""
+    run_dir, cache = tmp_path / "w" / "run", tmp_path / "w" / "cache.sqlite"
+    b = _WatchedBackend(cache, run_dir / "samples.jsonl")
+    m = run_from_config(_cfg(tmp_path, "w", [f"cache.path={cache}"]), run_dir, backend=b).to_dict()
+    assert m["counts"]["examples"] == N and b.calls == N  # the toy method asks one request per example
+    assert [d for d, _, _ in b.seen] == list(range(0, N + 1, 5)) + ([N] if N % 5 else [])
+    assert all(rows == delivered == lines for delivered, rows, lines in b.seen), b.seen

@@ -47,6 +47,46 @@ _PLAIN_SOURCE = """{{ label }}:
 """
 
 
+#: the packaged listwise.j2 that _plain_listwise writes without Jinja (used only while the template is this text)
+_PLAIN_LISTWISE = """{{ users|length }} users all rated the item "{{ query_title }}". Rank them by how much they like it RELATIVE TO THEIR OWN USUAL RATINGS (a rating above the user's average means they like it more than usual).
+
+{% for u in users %}
+{{ u.block }}
+
+{% endfor %}
+Rank all {{ users|length }} users from the one who likes "{{ query_title }}" the most (relative to their average) to the one who likes it the least.
+Answer only with JSON of the form {"ranking": [{% for u in users %}"{{ u.label }}"{{ ", " if not loop.last }}{% endfor %}]} in your order.
+"""
+
+
+def _plain_listwise(users: list[dict[str, Any]], query_title: str) -> str:
+    """_PLAIN_LISTWISE rendered by string formatting (what render() returns for it): the Jinja text, about 10x
+    faster."""
+    n = len(users)
+    labels = ", ".join(f'"{u["label"]}"' for u in users)
+    blocks = "".join(f"{u['block']}\n\n" for u in users)
+    return (f'{n} users all rated the item "{query_title}". Rank them by how much they like it RELATIVE TO THEIR OWN '
+            "USUAL RATINGS (a rating above the user's average means they like it more than usual).\n\n"
+            f'{blocks}Rank all {n} users from the one who likes "{query_title}" the most (relative to their average) to '
+            'the one who likes it the least.\nAnswer only with JSON of the form {"ranking": [' + labels
+            + "]} in your order.").strip()
+
+
+#: packaged templates a plain function writes: name -> (the template text it writes, the function)
+_PLAIN_PROMPTS: dict[str, tuple[str, Any]] = {"listwise.j2": (_PLAIN_LISTWISE, _plain_listwise)}
+
+
+@functools.lru_cache(maxsize=8)
+def _plain_prompt(name: str) -> Any:
+    """The plain function that writes template `name`, while the packaged file is the text it writes; else None."""
+    from recbench.api.prompts import template_path
+
+    got = _PLAIN_PROMPTS.get(name)
+    if got is None or template_path(PKG, name).read_text(encoding="utf-8") != got[0]:
+        return None
+    return got[1]
+
+
 @functools.lru_cache(maxsize=1)
 def _block_is_plain() -> bool:
     """True when the user block template in use is the packaged one _plain_block writes."""
@@ -174,6 +214,8 @@ class PerRecMethod(Method[PerRecTaskView]):
             from recbench.audits.templates import variant_name
 
             return render(PKG, variant_name(self._template_name, _variant), **variables)
+        if not _fast and self._plain is not None:
+            return self._plain(**variables)
         skel = self._skeleton if _fast and not self.cfg.template else None
         if skel is not None and not any("\x00" in variables[k] for k in _fast):
             if not skel:  # first use: build, then check against a real render
@@ -186,6 +228,21 @@ class PerRecMethod(Method[PerRecTaskView]):
             text, slots = skel
             return _fill(text, slots, variables)
         return render(PKG, self._template_name, **variables)
+
+    @functools.cached_property
+    def _plain(self) -> Any:
+        """The plain function that writes this method's packaged template (None: a custom or other template, or one
+        whose first plain text differs from Jinja's, which is then rendered every time)."""
+        fn = None if self.cfg.template else _plain_prompt(self._template_name)
+        if fn is None:
+            return None
+
+        def checked(**variables: Any) -> str:  # the first prompt is compared with the real render
+            text, real = fn(**variables), render(PKG, self._template_name, **variables)
+            self.__dict__["_plain"] = fn if text == real else None
+            return real
+
+        return checked
 
     def user_block(self, user: dict[str, Any], label: str, profile: Optional[str], query_title: str) -> str:
         """One user's block (_user_block.j2, without its final newline) under `label`. Rendered once per (user,
