@@ -108,7 +108,7 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
         sql.annotate(con, cfg.avg)
         n_elig = sql.eligible(con, cfg.gamma, int(cfg.window_days * 86400 * ups))
         members, lengths, items = chains(con, cfg.lam, eng.batch_rows)
-        n_items = int(con.execute("SELECT count(DISTINCT item_id) FROM e").fetchone()[0])
+        n_items = int(con.execute("SELECT count(DISTINCT icode) FROM e").fetchone()[0])
         con.execute("CHECKPOINT")
     except Exception as e:
         import duckdb
@@ -133,5 +133,5 @@ def _load_frame(con: Any, cat: Category) -> int:
 
     ratings, _ = read_source(cat.source, cat.input, cat.meta)
     frame = ratings.astype({"rating": float, "timestamp": float})  # noqa: F841 (read by name below)
-    con.execute("CREATE OR REPLACE TABLE raw AS SELECT user_id, item_id, rating, timestamp FROM frame")
+    con.execute("CREATE OR REPLACE TEMP TABLE raw AS SELECT user_id, item_id, rating, timestamp FROM frame")
     return len(ratings)
