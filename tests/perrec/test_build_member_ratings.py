@@ -84,3 +84,4 @@ def test_totals_before_count_and_sum_every_rating_strictly_earlier(tmp_path):
     assert got[-5] == (0, 0.0) and got[1] == (1, 3.3333333333333335) and got[2] == (2, 8.3333333333333335)
     assert got[10][0] == 6 and got[10][1] == pytest.approx(sum(CAT1.loc[CAT1["ts"] < 10, "rating"]), rel=1e-15)
     assert got[31][0] == len(CAT1) and got[204][0] == len(CAT1)
+    assert totals_before(con, times, rows=2) == got  # the ratings streamed 2 at a time: the same totals

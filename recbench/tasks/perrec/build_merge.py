@@ -104,24 +104,22 @@ def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]
     return col
 
 
-def totals_before(con: Any, times: list[int]) -> dict[int, tuple[int, float]]:
+def totals_before(con: Any, times: list[int], rows: int = 1_000_000) -> dict[int, tuple[int, float]]:
     """(count, sum) of all ratings strictly before each time (sorted, distinct): each rating is counted at the first
-    time after it (an as-of join with the few times), then running totals over the times."""
-    tt = pd.DataFrame({"t": np.asarray(times, np.int64)})  # noqa: F841 (read by name in the query)
-    per = dict((t, (n, s)) for t, n, s in con.execute(
-        "SELECT tt.t, count(*), sum(a.rating) FROM a ASOF JOIN tt ON a.ts < tt.t GROUP BY tt.t").fetchall())
-    out, n, s = {}, 0, 0.0
-    for t in times:
-        dn, ds = per.get(t, (0, 0.0))
-        n, s = n + int(dn), s + float(ds or 0.0)
-        out[t] = (n, s)
-    return out
+    time after it (a binary search over the few times, batch by batch), then running totals over the times."""
+    t = np.asarray(times, np.int64)
+    n, s = np.zeros(len(t) + 1, np.int64), np.zeros(len(t) + 1)
+    for batch in con.execute("SELECT ts, rating FROM a").to_arrow_reader(rows):
+        at = np.searchsorted(t, batch.column(0).to_numpy(), side="right")  # the first time after each rating
+        n += np.bincount(at, minlength=len(t) + 1)
+        s += np.bincount(at, weights=batch.column(1).to_numpy(), minlength=len(t) + 1)
+    return {int(x): (int(cn), float(cs)) for x, cn, cs in zip(t, np.cumsum(n[:-1]), np.cumsum(s[:-1]))}
 
 
 def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, keys: list[tuple[int, int]]
                ) -> list[float]:
     """Each (label, time)'s item mean over the category's ratings strictly before the time (the label's rating is at
-    the time: its ib_n, ib_s from prepare); the mean of all ratings before the time when the item has none; of all
+    the time: its ib_n, ib_s from member_columns); the mean of all ratings before the time when the item has none; of all
     ratings when nothing is earlier."""
     cat_of = np.searchsorted(starts, [k for k, _ in keys], side="right") - 1
     out = np.zeros(len(keys))
