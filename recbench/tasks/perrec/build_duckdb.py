@@ -102,7 +102,7 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
     con = connect(db, eng)
     try:
         n_raw = sql.load(con, cat.source, path) if cat.source in sql.SOURCES else _load_frame(con, cat)
-        con.execute("SET preserve_insertion_order = false")  # raw's rowids are the file's lines; later rowids are labels
+        con.execute("SET preserve_insertion_order = false")  # raw's rowids are file lines; later ones only labels
         sql.clean(con, cfg.min_rating, cfg.max_rating)
         summ = sql.summary(con)
         ups = units_per_second(summ["t_max"], cfg.time_unit)

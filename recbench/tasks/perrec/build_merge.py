@@ -119,8 +119,8 @@ def totals_before(con: Any, times: list[int], rows: int = 1_000_000) -> dict[int
 def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, keys: list[tuple[int, int]]
                ) -> list[float]:
     """Each (label, time)'s item mean over the category's ratings strictly before the time (the label's rating is at
-    the time: its ib_n, ib_s from member_columns); the mean of all ratings before the time when the item has none; of all
-    ratings when nothing is earlier."""
+    the time: its ib_n, ib_s from member_columns); the mean of all ratings before the time when the item has none; of
+    all ratings when nothing is earlier."""
     cat_of = np.searchsorted(starts, [k for k, _ in keys], side="right") - 1
     out = np.zeros(len(keys))
     for c, con in enumerate(cons):
