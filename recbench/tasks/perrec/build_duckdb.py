@@ -109,7 +109,7 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
         sql.annotate(con, cfg.avg)
         n_elig = sql.eligible(con, cfg.gamma, int(cfg.window_days * 86400 * ups))
         members, lengths, items = chains(con, cfg.lam, eng.batch_rows)
-        n_items = int(con.execute("SELECT count(DISTINCT icode) FROM e").fetchone()[0])
+        n_items = int(con.execute("SELECT coalesce(max(icode) + 1, 0) FROM e").fetchone()[0])  # codes 0..n-1
         con.execute("CHECKPOINT")
     except Exception as e:
         import duckdb
