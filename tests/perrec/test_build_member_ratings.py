@@ -78,8 +78,10 @@ def test_totals_before_count_and_sum_every_rating_strictly_earlier(tmp_path):
     from recbench.tasks.perrec.build_merge import totals_before
 
     con = duckdb.connect(str(_db(tmp_path / "a.duckdb", CAT1)))
+    con.execute("CREATE TABLE a AS SELECT rating, ts FROM r")  # the build's `a` (by code; the ratings as in r)
     times = sorted({-5, 1, 2, 10, 31} | set(range(100, 205)))  # more than one scan of 100 times
     got = totals_before(con, times)
     assert got[-5] == (0, 0.0) and got[1] == (1, 3.3333333333333335) and got[2] == (2, 8.3333333333333335)
     assert got[10][0] == 6 and got[10][1] == pytest.approx(sum(CAT1.loc[CAT1["ts"] < 10, "rating"]), rel=1e-15)
     assert got[31][0] == len(CAT1) and got[204][0] == len(CAT1)
+    assert totals_before(con, times, rows=2) == got  # the ratings streamed 2 at a time: the same totals

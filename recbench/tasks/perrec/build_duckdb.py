@@ -102,13 +102,14 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
     con = connect(db, eng)
     try:
         n_raw = sql.load(con, cat.source, path) if cat.source in sql.SOURCES else _load_frame(con, cat)
+        con.execute("SET preserve_insertion_order = false")  # raw's rowids are file lines; later ones only labels
         sql.clean(con, cfg.min_rating, cfg.max_rating)
         summ = sql.summary(con)
         ups = units_per_second(summ["t_max"], cfg.time_unit)
         sql.annotate(con, cfg.avg)
         n_elig = sql.eligible(con, cfg.gamma, int(cfg.window_days * 86400 * ups))
         members, lengths, items = chains(con, cfg.lam, eng.batch_rows)
-        n_items = int(con.execute("SELECT count(DISTINCT item_id) FROM e").fetchone()[0])
+        n_items = int(con.execute("SELECT coalesce(max(icode) + 1, 0) FROM e").fetchone()[0])  # codes 0..n-1
         con.execute("CHECKPOINT")
     except Exception as e:
         import duckdb
@@ -133,5 +134,5 @@ def _load_frame(con: Any, cat: Category) -> int:
 
     ratings, _ = read_source(cat.source, cat.input, cat.meta)
     frame = ratings.astype({"rating": float, "timestamp": float})  # noqa: F841 (read by name below)
-    con.execute("CREATE OR REPLACE TABLE raw AS SELECT user_id, item_id, rating, timestamp FROM frame")
+    con.execute("CREATE OR REPLACE TEMP TABLE raw AS SELECT user_id, item_id, rating, timestamp FROM frame")
     return len(ratings)

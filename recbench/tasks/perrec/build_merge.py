@@ -80,16 +80,21 @@ def drawn_labels(drawn: list[dict[int, list[np.ndarray]]], offsets: list[int]
 
 
 def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]) -> dict[str, np.ndarray]:
-    """The columns of the drawn members, by label (the rows of `a` behind each category's rowids)."""
+    """The columns of the drawn members, by label (the rows of `a` behind each category's rowids), with the count
+    `ib_n` and sum `ib_s` of the item's ratings strictly before each (a group's item mean)."""
     frames = []
     for con, ids, cat in zip(cons, rids, cats):
         ids_frame = pd.DataFrame({"rid": ids})  # noqa: F841 (read by name in the query)
-        df = con.execute("SELECT user_id, item_id, rating, ts AS timestamp, n_prior, avg FROM a "
-                         "WHERE rowid IN (SELECT rid FROM ids_frame) ORDER BY rowid").df()
-        ib = con.execute("SELECT ib_n, ib_s FROM e WHERE rid IN (SELECT rid FROM ids_frame) ORDER BY rid").df()
-        if len(ib) != len(df):
-            raise RuntimeError(f"{len(df) - len(ib)} drawn member(s) are not eligible query ratings")
-        df[["ib_n", "ib_s"]] = ib.to_numpy()
+        con.execute("""CREATE OR REPLACE TEMP TABLE d AS SELECT a.rowid AS rid, uc.user_id, ic.item_id, a.i, a.rating,
+            a.ts, a.n_prior, a.avg FROM a JOIN user_codes uc USING (u) JOIN item_codes ic USING (i)
+            WHERE a.rowid IN (SELECT rid FROM ids_frame)""")
+        df = con.execute("""SELECT d.user_id, d.item_id, d.rating, d.ts AS timestamp, d.n_prior, d.avg, b.ib_n, b.ib_s
+            FROM d JOIN (SELECT d.rid, count(x.ts) AS ib_n, sum(x.rating) AS ib_s
+                         FROM d LEFT JOIN a x ON x.i = d.i AND x.ts < d.ts GROUP BY d.rid) b USING (rid)
+            ORDER BY d.rid""").df()
+        con.execute("DROP TABLE d")
+        if len(df) != len(ids):
+            raise RuntimeError(f"{len(ids) - len(df)} drawn member(s) are not in the category's ratings")
         frames.append(df.assign(domain=cat.domain))
     df = pd.concat(frames, ignore_index=True)
     col = {c: df[c].to_numpy() for c in ("user_id", "item_id", "rating", "timestamp", "n_prior", "avg", "ib_n", "ib_s")}
@@ -99,25 +104,23 @@ def member_columns(cons: list[Any], rids: list[np.ndarray], cats: list[Category]
     return col
 
 
-def totals_before(con: Any, times: list[int]) -> dict[int, tuple[int, float]]:
+def totals_before(con: Any, times: list[int], rows: int = 1_000_000) -> dict[int, tuple[int, float]]:
     """(count, sum) of all ratings strictly before each time (sorted, distinct): each rating is counted at the first
-    time after it (an as-of join with the few times), then running totals over the times."""
-    tt = pd.DataFrame({"t": np.asarray(times, np.int64)})  # noqa: F841 (read by name in the query)
-    per = dict((t, (n, s)) for t, n, s in con.execute(
-        "SELECT tt.t, count(*), sum(r.rating) FROM r ASOF JOIN tt ON r.ts < tt.t GROUP BY tt.t").fetchall())
-    out, n, s = {}, 0, 0.0
-    for t in times:
-        dn, ds = per.get(t, (0, 0.0))
-        n, s = n + int(dn), s + float(ds or 0.0)
-        out[t] = (n, s)
-    return out
+    time after it (a binary search over the few times, batch by batch), then running totals over the times."""
+    t = np.asarray(times, np.int64)
+    n, s = np.zeros(len(t) + 1, np.int64), np.zeros(len(t) + 1)
+    for batch in con.execute("SELECT ts, rating FROM a").to_arrow_reader(rows):
+        at = np.searchsorted(t, batch.column(0).to_numpy(), side="right")  # the first time after each rating
+        n += np.bincount(at, minlength=len(t) + 1)
+        s += np.bincount(at, weights=batch.column(1).to_numpy(), minlength=len(t) + 1)
+    return {int(x): (int(cn), float(cs)) for x, cn, cs in zip(t, np.cumsum(n[:-1]), np.cumsum(s[:-1]))}
 
 
 def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, keys: list[tuple[int, int]]
                ) -> list[float]:
     """Each (label, time)'s item mean over the category's ratings strictly before the time (the label's rating is at
-    the time: its ib_n, ib_s from prepare); the mean of all ratings before the time when the item has none; of all
-    ratings when nothing is earlier."""
+    the time: its ib_n, ib_s from member_columns); the mean of all ratings before the time when the item has none; of
+    all ratings when nothing is earlier."""
     cat_of = np.searchsorted(starts, [k for k, _ in keys], side="right") - 1
     out = np.zeros(len(keys))
     for c, con in enumerate(cons):
@@ -129,7 +132,7 @@ def item_means(cons: list[Any], col: dict[str, np.ndarray], starts: np.ndarray, 
         if before:  # no earlier rating of the item: all ratings before the time
             totals = totals_before(con, sorted({keys[j][1] for j in before}))
             before = {j: totals[keys[j][1]] for j in before}
-        n_all, s_all = con.execute("SELECT count(*), sum(rating) FROM r").fetchone()
+        n_all, s_all = con.execute("SELECT count(*), sum(rating) FROM a").fetchone()
         for j, s, n in item:
             cn, cs = before.get(j, (0, 0.0))
             out[j] = s / n if n else (cs / cn if cn else s_all / max(n_all, 1))

@@ -1,11 +1,14 @@
 """The `duckdb` build engine's SQL: load one category's ratings, refuse bad values by file and line, and compute the
 per-user prior counts and averages, the eligible query ratings and the co-rating windows out of core.
 
-Tables of one category's database: `raw` (the rows as read, rowid = row in file order; dropped once cleaned), `a`
-(one earliest rating per user and item, in the rating range, with n_prior and avg; the view `r` shows its rating
-columns) and `e` (eligible query ratings: rid = rowid in `a`, window `win`, block number `blk` in (item, window)
-order, item code `icode`, relative rating `rel`, the count `ib_n` and sum `ib_s` of the item's ratings strictly
-before it)."""
+User and item ids are read as text once, then replaced by integer codes numbered in the ids' sorted order, so every
+sort, partition and tie-break below runs on integers and keeps the order the ids would give.
+
+Tables of one category's database: `raw` (temporary: the rows as read, rowid = row in file order), `user_codes`
+(user_id, u) and `item_codes` (item_id, i), `a` (one earliest rating per user and item, in the rating range, by code,
+with n_prior and avg; the view `r` shows its rating columns with the ids) and `e` (temporary: eligible query ratings:
+rid = rowid in `a`, user code `u`, relative rating `rel`, block number `blk` in (item, window) order and item code
+`icode` among the eligible items)."""
 from __future__ import annotations
 
 import re
@@ -105,9 +108,9 @@ def _json_line(path: Path, reported: int) -> int:
 
 
 def load(con: Any, source: str, path: Path) -> int:
-    """Read the file into `raw` and refuse a rating or timestamp that is missing or not a finite number (DataError
-    naming the line); returns the number of rows read."""
-    con.execute(f"CREATE OR REPLACE TABLE raw AS {reader_sql(con, source, path)}")
+    """Read the file into the temporary table `raw` and refuse a rating or timestamp that is missing or not a finite
+    number (DataError naming the line); returns the number of rows read."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE raw AS {reader_sql(con, source, path)}")
     bad = con.execute("SELECT rowid, rating, timestamp, count(*) OVER () FROM raw WHERE NOT coalesce(isfinite(rating) "
                       "AND isfinite(timestamp), false) ORDER BY rowid LIMIT 1").fetchone()
     if bad:
@@ -123,71 +126,75 @@ def load(con: Any, source: str, path: Path) -> int:
     return int(con.execute("SELECT count(*) FROM raw").fetchone()[0])
 
 
+def _codes(con: Any, table: str, id_col: str, code: str) -> None:
+    """`table` (id_col, code): each distinct non-NULL id of `raw` and its rank in sorted order, from 0."""
+    con.execute(f"""CREATE OR REPLACE TABLE {table} AS
+        SELECT {id_col}, CAST(row_number() OVER (ORDER BY {id_col}) - 1 AS INTEGER) AS {code}
+        FROM (SELECT DISTINCT {id_col} FROM raw WHERE {id_col} IS NOT NULL)""")
+
+
 def clean(con: Any, min_rating: Optional[float], max_rating: Optional[float]) -> None:
-    """`r`: one (the earliest; then the first in the file) rating per user and item, in the rating range."""
+    """`c` (temporary; u, i, rating, ts): one (the earliest; then the first in the file) rating per user and item, in
+    the rating range, by user and item code (`user_codes`, `item_codes`); `raw` is dropped."""
     lo = "-'inf'::DOUBLE" if min_rating is None else repr(float(min_rating))
     hi = "'inf'::DOUBLE" if max_rating is None else repr(float(max_rating))
-    con.execute(f"""CREATE OR REPLACE TABLE r AS
-        SELECT user_id, item_id, rating, ts FROM (
-          SELECT user_id, item_id, rating, CAST(trunc(timestamp) AS BIGINT) AS ts, rowid AS rn FROM raw
-          WHERE user_id IS NOT NULL AND item_id IS NOT NULL
-          QUALIFY row_number() OVER (PARTITION BY user_id, item_id ORDER BY ts, rn) = 1)
+    _codes(con, "user_codes", "user_id", "u")
+    _codes(con, "item_codes", "item_id", "i")
+    # the earliest rating per (u, i); among ratings at the same time the first in the file: the least (ts, rowid) key
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE c AS
+        SELECT u, i, rating, ts FROM (
+          SELECT u, i, min(ts) AS ts, arg_min(rating, CAST(ts AS HUGEINT) * 1099511627776 + rn) AS rating
+          FROM (SELECT uc.u, ic.i, raw.rating, CAST(trunc(raw.timestamp) AS BIGINT) AS ts, raw.rowid AS rn
+                FROM raw JOIN user_codes uc USING (user_id) JOIN item_codes ic USING (item_id))
+          GROUP BY u, i)
         WHERE rating BETWEEN {lo} AND {hi}""")
     con.execute("DROP TABLE raw")
 
 
 def annotate(con: Any, avg: str) -> None:
-    """`a`: r with n_prior (ratings strictly before: same-time ratings are not before each other) and avg (the
-    prior mean, or the whole-history mean with avg='whole')."""
+    """`a`: c with n_prior (ratings strictly before: same-time ratings are not before each other) and avg (the
+    prior mean, or the whole-history mean with avg='whole'); the view `r` (user_id, item_id, rating, ts)."""
     if avg not in ("prior", "whole"):
         raise ValueError(f"avg must be 'prior' or 'whole', not '{avg}'")
-    whole = "avg(rating) OVER (PARTITION BY user_id)" if avg == "whole" else "NULL"
+    whole = "avg(rating) OVER (PARTITION BY u)" if avg == "whole" else "NULL"
     con.execute(f"""CREATE OR REPLACE TABLE a AS
-        SELECT user_id, item_id, rating, ts, n_prior,
+        SELECT u, i, rating, ts, n_prior,
                {"wavg" if avg == "whole" else "CASE WHEN n_prior > 0 THEN cs / n_prior END"} AS avg
-        FROM (SELECT user_id, item_id, rating, ts,
-                     rank() OVER (PARTITION BY user_id ORDER BY ts) - 1 AS n_prior,
-                     sum(rating) OVER (PARTITION BY user_id ORDER BY ts
-                                       RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS cs,
-                     {whole} AS wavg
-              FROM r)""")
-    con.execute("DROP TABLE r")
-    con.execute("CREATE VIEW r AS SELECT user_id, item_id, rating, ts FROM a")
+        FROM (SELECT u, i, rating, ts, rank() OVER w - 1 AS n_prior,
+                     sum(rating) OVER (w RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS cs, {whole} AS wavg
+              FROM c WINDOW w AS (PARTITION BY u ORDER BY ts))""")
+    con.execute("DROP TABLE c")
+    con.execute("""CREATE OR REPLACE VIEW r AS SELECT uc.user_id, ic.item_id, a.rating, a.ts
+                   FROM a JOIN user_codes uc USING (u) JOIN item_codes ic USING (i)""")
 
 
 def eligible(con: Any, gamma: int, span: int) -> int:
-    """`e`: the ratings with more than gamma prior ratings, their tumbling window (anchored at the item's first
-    eligible rating), block number, item code, and the count and sum of the item's ratings strictly before them
-    (ib_n, ib_s: a group's item mean); returns how many."""
+    """`e` (temporary): the ratings with more than gamma prior ratings, their tumbling window (anchored at the item's
+    first eligible rating), block number and item code among the eligible items; returns how many."""
     con.execute(f"""CREATE OR REPLACE TEMP TABLE e0 AS
-        SELECT rid, user_id, item_id, rel, (ts - t0) // {max(span, 1)} AS win, ib_n, ib_s FROM (
-          SELECT rowid AS rid, user_id, item_id, rating - avg AS rel, ts, n_prior,
-                 min(ts) FILTER (WHERE n_prior > {int(gamma)}) OVER (PARTITION BY item_id) AS t0,
-                 count(*) OVER before AS ib_n, sum(rating) OVER before AS ib_s
-          FROM a WINDOW before AS (PARTITION BY item_id ORDER BY ts
-                                   RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
-        WHERE n_prior > {int(gamma)}""")
-    con.execute("""CREATE OR REPLACE TABLE e AS
-        WITH blocks AS (SELECT item_id, win, row_number() OVER (ORDER BY item_id, win) - 1 AS blk
-                        FROM (SELECT DISTINCT item_id, win FROM e0)),
-             codes AS (SELECT item_id, row_number() OVER (ORDER BY item_id) - 1 AS icode
-                       FROM (SELECT DISTINCT item_id FROM e0))
-        SELECT e0.rid, e0.user_id, e0.item_id, e0.rel, e0.win, blocks.blk, codes.icode, e0.ib_n, e0.ib_s
-        FROM e0 JOIN blocks USING (item_id, win) JOIN codes USING (item_id)""")
+        SELECT rowid AS rid, u, i, rating - avg AS rel, ts FROM a WHERE n_prior > {int(gamma)}""")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE e AS
+        WITH first AS (SELECT i, min(ts) AS t0 FROM e0 GROUP BY i),
+             w AS (SELECT e0.rid, e0.u, e0.i, e0.rel, (e0.ts - first.t0) // {max(span, 1)} AS win
+                   FROM e0 JOIN first USING (i)),
+             blocks AS (SELECT i, win, row_number() OVER (ORDER BY i, win) - 1 AS blk
+                        FROM (SELECT DISTINCT i, win FROM w)),
+             codes AS (SELECT i, row_number() OVER (ORDER BY i) - 1 AS icode FROM first)
+        SELECT w.rid, w.u, w.rel, blocks.blk, codes.icode FROM w JOIN blocks USING (i, win) JOIN codes USING (i)""")
     con.execute("DROP TABLE e0")
     return int(con.execute("SELECT count(*) FROM e").fetchone()[0])
 
 
 def candidates_sql(lam: float) -> str:
     """The rows of every block that may hold a separated pair (count >= 2 and a spread above lam, with slack for the
-    chain scan's float keys), ordered as the chain scan needs: block, relative rating, user."""
+    chain scan's float keys), ordered as the chain scan needs: block, relative rating, user (codes in id order)."""
     return f"""SELECT e.blk, e.icode, e.rel, e.rid FROM e
         SEMI JOIN (SELECT blk FROM e GROUP BY blk HAVING count(*) >= 2 AND max(rel) - min(rel) > {float(lam)} - 1e-3) b
-        ON e.blk = b.blk ORDER BY e.blk, e.rel, e.user_id"""
+        ON e.blk = b.blk ORDER BY e.blk, e.rel, e.u"""
 
 
 def summary(con: Any) -> dict[str, Any]:
-    """Deduplicated ratings, users, items and the first and last time in `r`."""
+    """Deduplicated ratings, users, items and the first and last time in `c`."""
     n, users, items, t0, t1 = con.execute(
-        "SELECT count(*), count(DISTINCT user_id), count(DISTINCT item_id), min(ts), max(ts) FROM r").fetchone()
+        "SELECT count(*), count(DISTINCT u), count(DISTINCT i), min(ts), max(ts) FROM c").fetchone()
     return {"n": int(n), "users": int(users), "items": int(items), "t_min": t0, "t_max": t1}
