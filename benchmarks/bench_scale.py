@@ -32,6 +32,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -211,6 +212,8 @@ def _ptc(m: dict) -> float | None:
 
 def stub_step(b: Bench, size: str, built: Path, runs: Path, cache: Path) -> Path | None:
     """The listwise run against the stub server (fresh response cache, derived data cached)."""
+    import psutil
+
     from recbench.testing.openai_stub import start_stub_process
 
     responses = cache / f"stub_responses_{b.a.label}.sqlite"
@@ -218,14 +221,24 @@ def stub_step(b: Bench, size: str, built: Path, runs: Path, cache: Path) -> Path
     with start_stub_process(latency_s=b.a.stub_latency) as stub:
         overrides = ["method=listwise", "model=openai-server", "model.name=stub-20ms", "model.backend.model=stub",
                      f"model.backend.base_url={stub.base_url}", f"model.backend.concurrency={b.a.stub_concurrency}",
-                     f"cache.path={responses}"]
-        run = run_step(b, size, "stub listwise run", built, runs, cache, overrides)
+                     f"cache.path={responses}"] + (["+model.backend.http_process=true"] if b.a.stub_http_process else [])
+        step = "stub listwise run" + (" (http_process)" if b.a.stub_http_process else "")
+        run = run_step(b, size, step, built, runs, cache, overrides)
         paid = stub.stats().get("paid")
+        server_cpu = sum(psutil.Process(stub.proc.pid).cpu_times()[:2])  # the server shares the two cores
     row = b.rows[-1]
     if paid is not None:
-        row.update(requests=paid, bound_s=round(paid * b.a.stub_latency / b.a.stub_concurrency, 1))
+        row.update(requests=paid, bound_s=round(paid * b.a.stub_latency / b.a.stub_concurrency, 1),
+                   server_cpu_s=round(server_cpu, 1), loop_s=_loop_seconds(b, size, step))
         b.save()
     return run
+
+
+def _loop_seconds(b: Bench, size: str, step: str) -> float | None:
+    """The run's own 'this run: ... wall Ns' (the loop, without start-up) from the step's log."""
+    log = b.keep / "logs" / f"{b.a.label}-{size}-{step.replace(' ', '_')}.log"
+    m = re.search(r"\| wall ([0-9.]+)s", log.read_text(errors="replace")) if log.exists() else None
+    return float(m.group(1)) if m else None
 
 
 def one_size(b: Bench, size: str, steps: set[str]) -> None:
@@ -307,6 +320,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--step-timeout", type=float, default=3600.0, help="seconds before a step is killed")
     ap.add_argument("--stub-latency", type=float, default=0.02)
     ap.add_argument("--stub-concurrency", type=int, default=64)
+    ap.add_argument("--stub-http-process", action="store_true",
+                    help="the stub run with model.backend.http_process=true (HTTP on a second core)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--build-source", choices=["movielens", "parquet"], default="movielens",
                     help="the build step's input: the generated CSV, or its parquet copy (converted once into --keep)")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ORDER = ("generate (not a recbench step)", "build", "run user_avg (first load)", "run user_avg (cached)",
-         "run bm25_history (cached)", "compare --metric ptc", "report", "stub listwise run", "view")
+         "run bm25_history (cached)", "compare --metric ptc", "report", "stub listwise run",
+         "stub listwise run (http_process)", "view")
 
 
 def _key(k: tuple[str, str]) -> tuple[float, int, str]:
