@@ -1,5 +1,5 @@
 """The openai backend with its HTTP side in a second process (model.backend.http_process=true), against the stub:
-the same answers, counters and errors as in one process."""
+the same answers, counters and errors as in one process (its kill test: tests/core/test_core_engine.py)."""
 from __future__ import annotations
 
 import json
@@ -122,48 +122,3 @@ def test_perrec_run_through_faults_in_a_second_process_matches_a_clean_run(tmp_p
     for k in want:
         assert got[k]["prediction"] == want[k]["prediction"] and got[k]["metrics"] == want[k]["metrics"]
         assert [c["response"] for c in got[k]["calls"]] == [c["response"] for c in want[k]["calls"]]
-
-
-@pytest.mark.full  # SIGKILL to second interpreters (each with its HTTP child), a stub server in a third
-def test_kills_with_a_second_process_lose_at_most_the_requests_in_flight(tmp_path):
-    """As tests/core/test_core_engine.py's kill test, with the HTTP side in a child: each SIGKILL of the run loses at
-    most `concurrency` paid answers, the child does not outlive it for long, and the resumed run's metrics equal an
-    uninterrupted run's."""
-    import os
-    import random
-    import signal
-
-    from recbench.testing.openai_stub import get_stats, start_stub_process
-    from tests.toy import toy_cli
-
-    args = ["method.rounds=2", "model=smollm2-openai", "model.backend.concurrency=8", "+model.backend.http_process=true"]
-    (tmp_path / "ref").mkdir()
-    (tmp_path / "k").mkdir()
-    with start_stub_process(latency_s=0.2) as stub:
-        url = f"model.backend.base_url={stub.base_url}"
-        ref = toy_cli(tmp_path / "ref", *args, url)
-        assert ref.returncode == 0, ref.stderr
-        fault_free = get_stats(stub.base_url)["paid"]
-        before = fault_free
-        rng = random.Random(7)
-        kills = 3
-        for _ in range(kills):
-            start = get_stats(stub.base_url)["paid"]
-            proc = toy_cli(tmp_path / "k", *args, url, popen=True)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and proc.poll() is None and get_stats(stub.base_url)["paid"] == start:
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 1.0))
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            time.sleep(0.5)  # the orphaned child stops at its next write to the closed pipe
-        settled = get_stats(stub.base_url)["paid"]
-        time.sleep(0.5)
-        assert get_stats(stub.base_url)["paid"] == settled  # no child is still sending
-        fin = toy_cli(tmp_path / "k", *args, url)
-        assert fin.returncode == 0, fin.stderr
-        paid = get_stats(stub.base_url)["paid"] - before
-    assert paid <= fault_free + kills * 8
-    m_ref = json.loads(next((tmp_path / "ref" / "runs").rglob("metrics.json")).read_text())
-    m_k = json.loads(next((tmp_path / "k" / "runs").rglob("metrics.json")).read_text())
-    assert m_k["metrics"] == m_ref["metrics"] and m_k["counts"]["examples"] == 36

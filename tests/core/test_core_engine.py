@@ -95,8 +95,12 @@ def test_results_do_not_depend_on_arrival_order(tmp_path):
 
 
 @pytest.mark.full  # SIGKILL to second interpreters, a stub server in a third
-def test_kills_lose_at_most_the_requests_in_flight(tmp_path):
+@pytest.mark.parametrize("http_process", [False, True], ids=["one-process", "http-process"])
+def test_kills_lose_at_most_the_requests_in_flight(tmp_path, http_process):
+    """Each SIGKILL loses at most `concurrency` paid answers and the resumed run's metrics equal an uninterrupted
+    run's; with the HTTP side in a child (http_process), the child does not outlive the run for long."""
     args = ["method.rounds=2", "model=smollm2-openai", "model.backend.concurrency=8"]
+    args += ["+model.backend.http_process=true"] if http_process else []
     (tmp_path / "ref").mkdir()
     (tmp_path / "k").mkdir()
     with start_stub_process(latency_s=0.2) as stub:
@@ -116,6 +120,12 @@ def test_kills_lose_at_most_the_requests_in_flight(tmp_path):
             time.sleep(rng.uniform(0.0, 1.0))
             os.kill(proc.pid, signal.SIGKILL)
             proc.communicate()
+            if http_process:
+                time.sleep(0.5)  # the orphaned child stops at its next write to the closed pipe
+        if http_process:
+            settled = get_stats(stub.base_url)["paid"]
+            time.sleep(0.5)
+            assert get_stats(stub.base_url)["paid"] == settled  # no child is still sending
         fin = toy_cli(tmp_path / "k", *args, url)
         assert fin.returncode == 0, fin.stderr
         paid = get_stats(stub.base_url)["paid"] - before
