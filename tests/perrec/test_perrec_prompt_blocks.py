@@ -121,3 +121,26 @@ def test_user_blocks_written_without_jinja_are_the_templates_text(tmp_path, monk
         assert not pp._block_is_plain()
     finally:
         pp._block_is_plain.cache_clear()
+
+
+def test_listwise_prompts_written_without_jinja_are_the_templates_text(tmp_path, monkeypatch):
+    from recbench.api.prompts import render
+
+    blocks = ["User 1:\n- Average rating: 3.50", "User 2:\n- Past ratings of \"{{ x }}\" & <b>:\n  * \"Été\": 4 stars",
+              "", "User 4:\n\n- trailing\n"]
+    users = [{"label": f"User {i + 1}", "block": b} for i, b in enumerate(blocks)]
+    pp._plain_prompt.cache_clear()
+    plain = pp._plain_prompt("listwise.j2")
+    assert plain is pp._plain_listwise
+    for shown in (users, users[:2], users[1:2]):
+        for title in ("Heat (1995)", "Q \"t\" {% x %} {{ y }}", "", "  spaced  "):
+            assert plain(users=shown, query_title=title) == render(pp.PKG, "listwise.j2", users=shown,
+                                                                   query_title=title)
+    # a listwise template of another text (here one in the working folder) is rendered by Jinja
+    (tmp_path / "listwise.j2").write_text("{{ users|length }} users: {{ query_title }}\n")
+    monkeypatch.chdir(tmp_path)
+    pp._plain_prompt.cache_clear()
+    try:
+        assert pp._plain_prompt("listwise.j2") is None
+    finally:
+        pp._plain_prompt.cache_clear()

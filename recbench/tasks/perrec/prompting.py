@@ -76,23 +76,24 @@ def _plain_listwise(users: list[dict[str, Any]], query_title: str) -> str:
 _PLAIN_PROMPTS: dict[str, tuple[str, Any]] = {"listwise.j2": (_PLAIN_LISTWISE, _plain_listwise)}
 
 
+def _template_is(name: str, text: str) -> bool:
+    """True when template `name` as it is found (a working-folder file first, then the package's) is exactly `text`."""
+    from recbench.api.prompts import template_path
+
+    return template_path(PKG, name).read_text(encoding="utf-8") == text
+
+
 @functools.lru_cache(maxsize=8)
 def _plain_prompt(name: str) -> Any:
     """The plain function that writes template `name`, while the packaged file is the text it writes; else None."""
-    from recbench.api.prompts import template_path
-
     got = _PLAIN_PROMPTS.get(name)
-    if got is None or template_path(PKG, name).read_text(encoding="utf-8") != got[0]:
-        return None
-    return got[1]
+    return got[1] if got is not None and _template_is(name, got[0]) else None
 
 
 @functools.lru_cache(maxsize=1)
 def _block_is_plain() -> bool:
     """True when the user block template in use is the packaged one _plain_block writes."""
-    from recbench.api.prompts import template_path
-
-    return template_path(PKG, "_user_block.j2").read_text(encoding="utf-8") == _PLAIN_SOURCE
+    return _template_is("_user_block.j2", _PLAIN_SOURCE)
 
 
 def _plain_block(user: dict[str, Any], profile: Optional[str], query_title: str) -> str:
