@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from recbench.tasks.perrec.build_readers import RATING_COLS
+from recbench.tasks.perrec.build_sql import q
 
 #: zlib level of ratings.csv.gz (benchmarks/bench_perrec_write.py, 100 MB of a 25M build: level 1 takes 1/18 of level
 #: 9's CPU and writes 14% more bytes; level 6 takes 1/3 and writes 0.8% more)
@@ -100,11 +101,6 @@ def rating_texts(values: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"rating": values, "txt": pd.Series(txt, dtype=object)})
 
 
-def _literal(text: str) -> str:
-    """A SQL string literal of the text."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _line_bytes(arr: Any) -> memoryview:
     """The concatenated values of an Arrow string column (its data buffer between the first and last offset)."""
     import pyarrow as pa
@@ -178,7 +174,7 @@ class DuckRatings:
             con.register("fmt", rating_texts(con.execute(f"SELECT DISTINCT rating FROM ({_MEMBERS})").fetchnumpy()
                                              ["rating"]))
             sql = (f"SELECT {_quoted('m.user_id')} || ',' || {_quoted('m.item_id')} || ',' || fmt.txt || ',' || "
-                   f"CAST(m.ts AS VARCHAR) || {_literal(end)} AS line FROM ({_MEMBERS}) m JOIN fmt USING (rating) "
+                   f"CAST(m.ts AS VARCHAR) || {q(end)} AS line FROM ({_MEMBERS}) m JOIN fmt USING (rating) "
                    "ORDER BY m.user_id, m.ts, m.item_id")
             for batch in con.execute(sql).to_arrow_reader(BATCH_ROWS):
                 yield _line_bytes(batch.column(0))

@@ -65,7 +65,7 @@ def separated_chains(e: pd.DataFrame, lam: float) -> tuple[np.ndarray, np.ndarra
     in_order = bool(np.all(step | ((block[1:] == block[:-1]) & (rel[1:] >= rel[:-1]))))
     # rows already by block and relative rating (the duckdb engine's stream): a stable sort keeps them as they are
     order = np.arange(len(block)) if in_order else np.lexsort((rel, block))
-    blk, rel, labels = block[order], e["relative_rating"].to_numpy()[order], e.index.to_numpy()[order]
+    blk, rel, labels = block[order], rel[order], e.index.to_numpy()[order]
     items = e["i" if "i" in e.columns else "item_id"].to_numpy()[order]
     starts = np.flatnonzero(np.r_[True, blk[1:] != blk[:-1]])
     ends = np.r_[starts[1:], len(blk)]
