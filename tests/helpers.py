@@ -156,3 +156,14 @@ def assert_generator_rewrites_sample(main, sample: str, out) -> None:
         strip = lambda d: {k: ({kk: vv for kk, vv in v.items() if kk != "out"} if isinstance(v, dict) else v)  # noqa: E731
                            for k, v in d.items()}
         assert strip(new) == strip(old)
+
+
+def ratings_db(path, frame):
+    """A DuckDB database at `path` whose table `r` holds `frame` (a category's ratings as the builder leaves them)."""
+    import duckdb
+
+    con = duckdb.connect(str(path))
+    con.register("f", frame)
+    con.execute("CREATE TABLE r AS SELECT * FROM f")
+    con.close()
+    return path

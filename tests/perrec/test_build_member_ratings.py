@@ -12,6 +12,7 @@ import pytest
 
 from recbench.tasks.perrec.build_duckdb import Engine, connect
 from recbench.tasks.perrec.build_member_ratings import DuckRatings, FrameRatings, history_tokens, rating_texts
+from tests.helpers import ratings_db
 
 pytestmark = pytest.mark.fast
 
@@ -28,14 +29,6 @@ ITEMS = pd.DataFrame({"item_id": ["i1", "i,2", "i3", "i9", 'x"y', "i1"],
                       "title": ["one", "two words", "three little words", "", "a b c d", "ignored duplicate id"]})
 
 
-def _db(path, frame):
-    con = duckdb.connect(str(path))
-    con.register("f", frame)
-    con.execute("CREATE TABLE r AS SELECT * FROM f")
-    con.close()
-    return path
-
-
 def _frame():
     """The reference: each category's members' ratings sorted by user, time, item, categories in order."""
     parts = [f[f["user_id"].isin(u)].sort_values(["user_id", "ts", "item_id"]) for f, u in zip((CAT1, CAT2), USERS)]
@@ -44,7 +37,7 @@ def _frame():
 
 @pytest.fixture
 def rated(tmp_path):
-    return DuckRatings([_db(tmp_path / "a.duckdb", CAT1), _db(tmp_path / "b.duckdb", CAT2)], USERS, READ)
+    return DuckRatings([ratings_db(tmp_path / "a.duckdb", CAT1), ratings_db(tmp_path / "b.duckdb", CAT2)], USERS, READ)
 
 
 def test_streamed_file_is_pandas_to_csv_and_the_frame_writers_bytes(tmp_path, rated):
@@ -68,7 +61,7 @@ def test_history_tokens_count_earlier_categories_first(rated):
 
 
 def test_empty_members_write_the_header_only(tmp_path):
-    empty = DuckRatings([_db(tmp_path / "a.duckdb", CAT1)], [[]], READ)
+    empty = DuckRatings([ratings_db(tmp_path / "a.duckdb", CAT1)], [[]], READ)
     empty.write(tmp_path / "e.csv.gz")
     assert gzip.decompress((tmp_path / "e.csv.gz").read_bytes()) == b"user_id,item_id,rating,timestamp\n"
     assert rating_texts([]).empty
@@ -77,7 +70,7 @@ def test_empty_members_write_the_header_only(tmp_path):
 def test_totals_before_count_and_sum_every_rating_strictly_earlier(tmp_path):
     from recbench.tasks.perrec.build_merge import totals_before
 
-    con = duckdb.connect(str(_db(tmp_path / "a.duckdb", CAT1)))
+    con = duckdb.connect(str(ratings_db(tmp_path / "a.duckdb", CAT1)))
     con.execute("CREATE TABLE a AS SELECT rating, ts FROM r")  # the build's `a` (by code; the ratings as in r)
     times = sorted({-5, 1, 2, 10, 31} | set(range(100, 205)))  # more than one scan of 100 times
     got = totals_before(con, times)

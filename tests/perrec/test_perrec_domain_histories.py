@@ -11,7 +11,6 @@ import json
 import shutil
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
 
@@ -21,6 +20,7 @@ from recbench.store import derived_cache
 from recbench.tasks.perrec.build_duckdb import Engine, connect
 from recbench.tasks.perrec.build_member_ratings import DuckRatings, FrameRatings, history_tokens
 from recbench.tasks.perrec.data import load_examples
+from tests.helpers import ratings_db
 
 pytestmark = pytest.mark.fast
 
@@ -188,17 +188,9 @@ CAT2 = pd.DataFrame({"user_id": ["u1", "u1", "u3"], "item_id": ["b1", "s", "b1"]
 NAMES = ["Beauty", "Toys, \"Games\""]  # a name pandas quotes
 
 
-def _db(path, frame):
-    con = duckdb.connect(str(path))
-    con.register("f", frame)
-    con.execute("CREATE TABLE r AS SELECT * FROM f")
-    con.close()
-    return path
-
-
 def _rated(tmp_path, domains):
     read = functools.partial(connect, eng=Engine(), read_only=True)
-    return DuckRatings([_db(tmp_path / "a.duckdb", CAT1), _db(tmp_path / "b.duckdb", CAT2)],
+    return DuckRatings([ratings_db(tmp_path / "a.duckdb", CAT1), ratings_db(tmp_path / "b.duckdb", CAT2)],
                        [["u1", "u2"], ["u1", "u3"]], read, domains)
 
 
