@@ -30,6 +30,7 @@ from recbench.backends.openai_wire import (  # noqa: F401 - _Failure, _parse: th
 from recbench.backends.quirks import check_quirks
 from recbench.backends.retry import RetryPolicy
 from recbench.backends.transport import available as transport_available
+from recbench.backends.transport import event_loop_available, new_event_loop
 from recbench.backends.transport import make_transport
 from recbench.store.redact import redact_url
 
@@ -64,6 +65,7 @@ class OpenAIBackend(EndpointRouting, Backend):
         transport: str = "auto",
         quirks: Optional[Sequence[str]] = Conf.quirks,  # type: ignore[assignment]
         http_process: bool = False,
+        event_loop: str = "auto",
     ):
         self._init_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}  # for http_process
         self.quirks = check_quirks(quirks)
@@ -95,7 +97,8 @@ class OpenAIBackend(EndpointRouting, Backend):
         self.stats: Counter = Counter()  # attempts, retries, successes, gave_up, status_<code>, timeouts, ...
         self._rng = random.Random(0)
         self._warned: set[str] = set()
-        self._loop = asyncio.new_event_loop()  # runs only inside stream()/generate()/close(), in the caller's thread
+        self.event_loop = event_loop_available(event_loop)  # uvloop when installed: less CPU per request
+        self._loop = new_event_loop(self.event_loop)  # runs only inside stream()/generate()/close(), in the caller's thread
         self._call_lock = threading.Lock()
         self._cond: Optional[asyncio.Condition] = None
         self._dead: Optional[BackendUnavailable] = None

@@ -6,7 +6,6 @@ credentials or model."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -16,7 +15,7 @@ from typing import Optional
 from recbench.api.types import Request, Response
 from recbench.backends.base import BackendUnavailable
 from recbench.backends.endpoints import Endpoint
-from recbench.backends.openai_wire import REFUSED_STATUSES, _error_text, _Failure, _parse, build_payload
+from recbench.backends.openai_wire import REFUSED_STATUSES, _error_text, _Failure, _parse, build_payload, encode_payload
 from recbench.backends.retry import RetryPolicy, parse_retry_after, retryable_status
 from recbench.backends.transport import ConnectFailure, HttpReply, ReadTimeout, TransportError
 
@@ -49,7 +48,7 @@ class EndpointRouting:
         where a server is up, or, with none up, probe again every down_after_s / 4, without using the budget, until
         a server answers or `_send` declares every one down, so dead servers stop the run (exit 2) instead of
         abandoning examples one by one."""
-        body = json.dumps(build_payload(self, req), ensure_ascii=False).encode()
+        body = encode_payload(build_payload(self, req))
         last: Optional[_Failure] = None
         attempts = used = 0
         t_start = time.monotonic()
@@ -130,6 +129,8 @@ class EndpointRouting:
         5xx-answering servers still take attempts, the others one probe at a time each."""
         assert self._cond is not None
         eps = self._endpoints
+        if self._dead is None and all(self._up(ep) for ep in eps):  # every server up: no probe due, nothing to wait for
+            return min(eps, key=lambda e: e.in_flight), False, False
         async with self._cond:
             while True:
                 if self._dead:

@@ -3,11 +3,14 @@ the vLLM or OpenAI dialect), an answer parsed into a Response or a retryable fai
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
 import threading
 from typing import Any, Callable, Optional
+
+import orjson
 
 from recbench.api.types import Request, Response
 from recbench.backends.base import empty_answer
@@ -59,13 +62,13 @@ def build_payload(be: Any, req: Request) -> dict[str, Any]:
             if c.kind == "choice":
                 so["choice"] = list(c.choices)
             elif c.kind == "json":
-                so["json"] = json.loads(c.schema or "{}")
+                so["json"] = _schema(c.schema)
             elif c.kind == "regex":
                 so["regex"] = c.pattern
             body["structured_outputs"] = so
         elif c.kind == "json":
             kw["response_format"] = {"type": "json_schema",
-                                     "json_schema": {"name": "answer", "schema": json.loads(c.schema or "{}")}}
+                                     "json_schema": {"name": "answer", "schema": _schema(c.schema)}}
         else:
             be.stats[f"unenforced_{c.kind}"] += 1
             if c.kind not in be._warned:
@@ -73,6 +76,19 @@ def build_payload(be: Any, req: Request) -> dict[str, Any]:
                 log.warning("openai backend (constraints=openai): %s constraints are not enforced by the server; "
                             "answers rely on the prompt and the parser", c.kind)
     return {**kw, **body}  # extra fields go at the top level of the JSON body (the SDK's extra_body)
+
+
+def encode_payload(payload: dict[str, Any]) -> bytes:
+    """The request body's bytes: UTF-8 JSON (orjson: a fraction of json.dumps' CPU on a long prompt; a NaN is sent
+    as null, which no server reads as a number anyway)."""
+    return orjson.dumps(payload)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema(text: Optional[str]) -> dict[str, Any]:
+    """A constraint's JSON schema as a dict, parsed once per distinct schema (the payload is encoded at once, never
+    changed)."""
+    return json.loads(text or "{}")
 
 
 def _api_key(api_key_env: Optional[str], base_url: str) -> str:
@@ -132,7 +148,7 @@ def _parse(reply: HttpReply) -> Response:
     """A Response from a 200 answer's JSON body. A truncated or malformed body, a body without choices and an
     empty or null answer (base.empty_answer) are retryable failures: never a Response, so never cached."""
     try:
-        data = json.loads(reply.body)
+        data = orjson.loads(reply.body)
         choices = data["choices"]
         if not choices:
             raise IndexError("no choices in the response")
