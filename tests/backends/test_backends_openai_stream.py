@@ -12,7 +12,7 @@ from tests.doubles import ScriptedBackend  # noqa: E402
 from recbench.backends.base import BackendUnavailable  # noqa: E402
 from recbench.backends.endpoints import is_hosted, server_identity  # noqa: E402
 from recbench.backends.openai import OpenAIBackend  # noqa: E402
-from recbench.backends.transport import available  # noqa: E402
+from recbench.backends.transport import available, event_loop_available, make_transport, new_event_loop  # noqa: E402
 from recbench.store.response_cache import cache_key  # noqa: E402
 from recbench.api.types import Request, SamplingParams  # noqa: E402
 
@@ -20,6 +20,7 @@ pytestmark = pytest.mark.fast
 
 FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=5.0)
 TRANSPORTS = ["httpx"] + (["aiohttp"] if available("auto") == "aiohttp" else [])
+EVENT_LOOPS = ["asyncio"] + (["uvloop"] if event_loop_available("auto") == "uvloop" else [])
 
 
 def _reqs(n: int, tag: str = "r") -> list[Request]:
@@ -57,11 +58,14 @@ class Producer:
                 self.todo.append(nxt)
 
 
+@pytest.mark.parametrize("event_loop", EVENT_LOOPS)
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_stream_keeps_the_window_full_and_delivers_each_answer_once(transport):
+def test_stream_keeps_the_window_full_and_delivers_each_answer_once(transport, event_loop):
     reqs = _reqs(40)
     with StubServer(latency_s=0.15) as stub:
-        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=8, transport=transport, **FAST)
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=8, transport=transport,
+                          event_loop=event_loop, **FAST)
+        assert b.event_loop == event_loop
         p = Producer(reqs)
         b.stream(p.next_requests, p.on_response)
         b.close()
@@ -70,6 +74,58 @@ def test_stream_keeps_the_window_full_and_delivers_each_answer_once(transport):
     assert all(resp.ok and resp.text == listwise_answer(r.message_dicts()) for r, resp in p.delivered)
     assert p.thread_ids == {threading.get_ident()}  # on_response runs in the calling thread
     assert p.pulls[0] == (8, 8) and p.pulls[-1][1] == 0 and stub.answered == 40
+
+
+def test_an_unknown_event_loop_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match=r"event_loop must be one of \('auto', 'asyncio', 'uvloop'\), got 'trio' "
+                                         r"\(model.backend.event_loop\)"):
+        OpenAIBackend(model="stub", base_url="http://127.0.0.1:9/v1", event_loop="trio")
+
+
+@pytest.mark.parametrize("event_loop", EVENT_LOOPS)
+def test_the_body_reaches_the_server_as_sent(event_loop):
+    """Non-ASCII text and a JSON-schema constraint go out (orjson) and come back as the server read them."""
+    from recbench.api.types import Constraint
+
+    content = "Rate «Amélie» 🎬 — \"quoted\"\nnext line"
+    schema = Constraint.json_schema({"type": "object", "properties": {"ranking": {"type": "array"}}})
+    reqs = [Request.chat([{"role": "user", "content": f"{content} {i}"}], SamplingParams(max_tokens=16),
+                         constraint=schema) for i in range(3)]
+    with StubServer() as stub:
+        b = OpenAIBackend(model="stub", base_url=stub.base_url, concurrency=2, event_loop=event_loop, **FAST)
+        out = b.generate(reqs)
+        b.close()
+    assert [r.text for r in out] == [default_answer(r.message_dicts()) for r in reqs]
+
+
+@pytest.mark.skipif(available("auto") != "aiohttp", reason="aiohttp not installed")
+@pytest.mark.parametrize("event_loop", EVENT_LOOPS)
+def test_aiohttp_reports_each_new_connection_once(event_loop):
+    """The connector calls on_connect per connection made: one for sequential keep-alive posts, one per slot used."""
+    import asyncio
+
+    body = b'{"model": "stub", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}'
+    made: list[int] = []
+
+    async def counted() -> None:
+        made.append(1)
+
+    async def main(url: str) -> tuple[int, int]:
+        t = make_transport("aiohttp", 3, 5.0, counted)
+        for _ in range(4):
+            assert (await t.post(url, body, {"Content-Type": "application/json"})).status == 200
+        sequential = len(made)
+        await asyncio.gather(*[t.post(url, body, {"Content-Type": "application/json"}) for _ in range(6)])
+        await t.aclose()
+        return sequential, len(made)
+
+    with StubServer(latency_s=0.1) as stub:
+        loop = new_event_loop(event_loop)
+        try:
+            sequential, total = loop.run_until_complete(main(stub.base_url + "/chat/completions"))
+        finally:
+            loop.close()
+    assert sequential == 1 and total == 3  # keep-alive reuses the first; six at once fill the three slots
 
 
 def test_stream_answers_arrive_out_of_order_without_a_barrier():
