@@ -232,11 +232,42 @@ class Listwise(PerRecMethod):
             shots.append((prompt, self.shot_answer(json.dumps({"ranking": gold}))))
         return shots
 
+    def prepare(self, examples: list[Example]) -> None:
+        """Remember the examples: the first plain run may start building their prompts ahead (prefetch.py)."""
+        old = self.__dict__.pop("_prefetch", None)
+        if old:
+            old.close()
+        self._examples = examples
+
+    def built(self, example: Example) -> tuple[str, list[str], list[str]]:
+        """The plain prompt of an example, its labels and its users' ids in display order (what prefetch builds)."""
+        users = presentation_order(example, self.seed)
+        prompt, labels = self.prompt(example, users, {}, 0)
+        return prompt, labels, [u["user_id"] for u in users]
+
+    def _prefetched(self, example: Example) -> Optional[tuple[str, list[str], list[str]]]:
+        """The example's plain prompt from the prefetch child (started at the first call where it pays), or None."""
+        pf = self.__dict__.get("_prefetch")
+        if pf is None:
+            from recbench.tasks.perrec import prefetch
+
+            examples = self.__dict__.get("_examples") or []
+            start = next((i for i, ex in enumerate(examples) if ex is example), None)
+            pf = self._prefetch = (prefetch.Prefetch(self.built, examples, start) if start is not None
+                                   and not self._opts["profile"] and prefetch.available(len(examples) - start)
+                                   else False)
+        return pf.take(example.id) if pf else None
+
     def run(self, example: Example, order: Optional[int] = None, template: Optional[int] = None) -> MethodGen:
         order_k, t = order, int(template or 0)  # t: the template audit's paraphrase (0 = the method's template)
-        users = presentation_order(example, self.seed, order_k or 0)
-        profiles = yield from self.profiles(users, example)
-        prompt, labels = self.prompt(example, users, profiles, t)
+        pre = self._prefetched(example) if order_k is None and not t else None
+        if pre is not None:
+            prompt, labels, ids = pre
+        else:
+            users = presentation_order(example, self.seed, order_k or 0)
+            profiles = yield from self.profiles(users, example)
+            prompt, labels = self.prompt(example, users, profiles, t)
+            ids = [u["user_id"] for u in users]
         schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"enum": labels},
                                                                "minItems": len(labels), "maxItems": len(labels)}},
                   "required": ["ranking"]}
@@ -249,9 +280,9 @@ class Listwise(PerRecMethod):
             good = [p.value for p in parsed_all if p.ok]
             parsed = Parsed(borda(good, labels) if good else None, aggregate_status(parsed_all),  # type: ignore[arg-type]
                             f"borda over {len(good)}/{len(parsed_all)} parsed samples")
-        by_label = dict(zip(labels, users))
-        order = [by_label[lab]["user_id"] for lab in parsed.value] if parsed.ok else None
+        by_label = dict(zip(labels, ids))
+        order = [by_label[lab] for lab in parsed.value] if parsed.ok else None
         # audited: the display order (slot order) and the ranking, for recbench.audits.order
-        display = Display([u["user_id"] for u in users], order) if order_k is not None else None
-        return Outcome(prediction={"order": order, "labels": dict(zip(labels, [u["user_id"] for u in users]))},
+        display = Display(ids, order) if order_k is not None else None
+        return Outcome(prediction={"order": order, "labels": dict(zip(labels, ids))},
                        parse_status=parsed.status, notes=[parsed.note], display=display)

@@ -1,0 +1,93 @@
+"""Listwise prompts built ahead in a forked child (recbench/tasks/perrec/prefetch.py): the child's prompts are the
+loop's prompts, a run with it writes the same records and prompts as one without, and the loop's side takes,
+skips and falls back as documented."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from omegaconf import OmegaConf
+
+from recbench.api.types import Example
+from recbench.run.loop import EvalLoop
+from recbench.store.response_cache import ResponseCache
+from recbench.store.runstore import RunStore
+from recbench.tasks.perrec import prefetch
+from recbench.tasks.perrec.task import PerRecTask
+from recbench.testing.openai_stub import listwise_answer
+from tests.doubles import ScriptedBackend
+from recbench.run.construct import bundled_data
+
+pytestmark = [pytest.mark.fast,
+              pytest.mark.skipif("fork" not in prefetch.mp.get_all_start_methods(), reason="no fork here")]
+
+
+def _examples(n: int) -> list[Example]:
+    return [Example(id=f"g{i:03d}", data={"i": i}, meta={}) for i in range(n)]
+
+
+def _build(ex: Example) -> tuple[str, list[str], list[str]]:
+    return f"prompt {ex.id} built by {os.getpid()}", ["User A"], [f"u{ex.data['i']}"]
+
+
+def test_the_child_builds_in_order_and_skipped_examples_are_dropped(monkeypatch):
+    monkeypatch.setattr(prefetch, "CHUNK", 7)
+    exs = _examples(50)
+    pf = prefetch.Prefetch(_build, exs, 3)
+    try:
+        assert pf.take("g001") is None  # before the child's start: the caller builds it
+        got = pf.take("g003")
+        assert got is not None and got[0].startswith("prompt g003 built by ") and got[0] != _build(exs[3])[0]
+        assert got[1:] == (["User A"], ["u3"])
+        assert pf.take("g010")[2] == ["u10"]  # g004..g009 skipped by the loop: dropped
+        assert pf.take("g005") is None  # passed: never waited for
+        assert [pf.take(f"g{i:03d}")[2] for i in range(11, 50)] == [[f"u{i}"] for i in range(11, 50)]
+        assert pf.take("g049") is None and pf.take("nope") is None  # the child ended: nothing left, no wait
+    finally:
+        pf.close()
+    assert not pf._proc.is_alive()
+
+
+def test_close_stops_a_child_that_is_still_building(monkeypatch):
+    monkeypatch.setattr(prefetch, "CHUNK", 1)
+    pf = prefetch.Prefetch(_build, _examples(5000), 0)
+    assert pf.take("g000")[2] == ["u0"]
+    pf.close()
+    assert not pf._proc.is_alive() and pf.take("g100") is None
+
+
+def test_available_needs_enough_examples():
+    assert not prefetch.available(prefetch.MIN_EXAMPLES - 1)
+    assert prefetch.available(prefetch.MIN_EXAMPLES) == ("fork" in prefetch.mp.get_all_start_methods())
+
+
+def _run(tmp_path, name: str, min_examples: int, monkeypatch, chunk_size=None) -> tuple[list[dict], list[str], object]:
+    monkeypatch.setattr(prefetch, "MIN_EXAMPLES", min_examples)
+    monkeypatch.setattr(prefetch, "CHUNK", 5)
+    task = PerRecTask(OmegaConf.create({"name": "perrec", "data_dir": bundled_data("perrec_sample"),
+                                        "difficulties": ["easy", "medium", "hard"], "retrieval_k": 4,
+                                        "history_max": 200, "profile": False, "profile_max_tokens": 32,
+                                        "profile_history": 30, "legacy_tau": False}))
+    examples = task.load()
+    method = task.make_method(OmegaConf.create({"name": "listwise", "max_tokens": 64, "constrained": False}),
+                              OmegaConf.create({"temperature": 0.0, "top_p": 1.0, "seed": 0}))
+    backend = ScriptedBackend(lambda r: listwise_answer(r.message_dicts()), batch_size=16)
+    store = RunStore(tmp_path / name)
+    EvalLoop(task, method, backend, ResponseCache(tmp_path / f"{name}.sqlite"), store, chunk_size=chunk_size,
+             progress=False).run(examples)
+    prompts = sorted((tmp_path / name / "prompts.jsonl").read_text().splitlines())
+    return sorted((r.to_dict() for r in store.records()), key=lambda r: r["id"]), prompts, method
+
+
+@pytest.mark.parametrize("chunk_size", [None, 8])
+def test_a_run_with_the_child_writes_what_a_run_without_it_writes(tmp_path, monkeypatch, chunk_size):
+    plain, plain_prompts, m0 = _run(tmp_path, "plain", 10 ** 9, monkeypatch, chunk_size)
+    ahead, ahead_prompts, m1 = _run(tmp_path, "ahead", 1, monkeypatch, chunk_size)
+    assert m0._prefetch is False and m1._prefetch  # the child ran only where asked
+    for r in plain + ahead:
+        for c in r["calls"]:
+            c.pop("latency_s", None)
+    assert len(plain) > 20 and json.dumps(ahead, sort_keys=True) == json.dumps(plain, sort_keys=True)
+    assert ahead_prompts == plain_prompts
+    assert m1._prefetch._done and not m1._prefetch._got  # every prompt the child built was taken
