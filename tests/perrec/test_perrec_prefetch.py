@@ -91,3 +91,38 @@ def test_a_run_with_the_child_writes_what_a_run_without_it_writes(tmp_path, monk
     assert len(plain) > 20 and json.dumps(ahead, sort_keys=True) == json.dumps(plain, sort_keys=True)
     assert ahead_prompts == plain_prompts
     assert m1._prefetch._done and not m1._prefetch._got  # every prompt the child built was taken
+
+
+def test_a_killed_run_leaves_no_child_behind(tmp_path):
+    """SIGKILL the loop's process while its child waits on a full queue: the child sees its parent gone and exits."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "from recbench.api.types import Example\n"
+        "from recbench.tasks.perrec import prefetch\n"
+        "prefetch.CHUNK = 1\n"
+        "exs = [Example(id=f'g{i}', data={}, meta={}) for i in range(5000)]\n"
+        "pf = prefetch.Prefetch(lambda ex: (ex.id, [], []), exs, 0)\n"
+        "assert pf.take('g0') is not None\n"
+        "print(pf._proc.pid, flush=True)\n"
+        "time.sleep(1.5)\n"  # the child fills the queue (64 chunks) and waits
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == -9, p.stderr
+    child = int(p.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the prefetch child {child} still runs 10 s after its parent was killed")

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import signal
 from collections import OrderedDict
+from queue import Full
 from typing import Any, Callable, Optional, Sequence
 
 from recbench.api.types import Example
@@ -79,9 +80,19 @@ def _child(build: Callable[[Example], Built], examples: Sequence[Example], start
     """The child: build examples[start:] chunk by chunk into the queue, then None; stop when the parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle; the child is terminated
     for lo in range(start, len(examples), CHUNK):
-        if os.getppid() != parent:
+        if not _put(queue, [(ex.id, build(ex)) for ex in examples[lo:lo + CHUNK]], parent):
             return
-        queue.put([(ex.id, build(ex)) for ex in examples[lo:lo + CHUNK]])
-    queue.put(None)
-    queue.close()
-    queue.join_thread()
+    if _put(queue, None, parent):
+        queue.close()
+        queue.join_thread()
+
+
+def _put(queue: Any, item: Any, parent: int) -> bool:
+    """Put item, waiting while the queue is full; False (give up) once the parent is gone (killed: no orphan)."""
+    while os.getppid() == parent:
+        try:
+            queue.put(item, timeout=1.0)
+            return True
+        except Full:
+            continue
+    return False
