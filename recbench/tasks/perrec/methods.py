@@ -2,6 +2,7 @@
 recbench.tasks.perrec.reference and the prompted base in recbench.tasks.perrec.prompting (both re-exported here)."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 import string
@@ -167,13 +168,47 @@ class Pairwise(PerRecMethod):
 LABELS = [f"User {c}" for c in string.ascii_uppercase]
 
 
+_NOT_ALNUM = re.compile(r"[^a-z0-9]")
+
+
+@functools.lru_cache(maxsize=256)
+def _label_keys(labels: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str], bool]:
+    """How parse_ranking reads these labels: by normalised text, by last word, and whether every label reads as
+    itself (then an answer that lists exactly the labels is taken as written)."""
+    norm = {_NOT_ALNUM.sub("", lab.lower()): lab for lab in labels}
+    letters = {lab.split()[-1].lower(): lab for lab in labels}
+    return norm, letters, all(norm[_NOT_ALNUM.sub("", lab.lower())] == lab for lab in labels)
+
+
+def _exact_ranking(text: str, labels: tuple[str, ...]) -> Optional[Parsed]:
+    """What parse_ranking returns for a well-formed answer, read directly: the whole text is JSON {"ranking": [...]}
+    (or a JSON list) naming every label once, exactly as written; None for any other answer."""
+    if not _label_keys(labels)[2]:
+        return None
+    try:
+        v = json.loads(text.strip())
+    except ValueError:  # json.JSONDecodeError included: the general path reads it
+        return None
+    raw = v.get("ranking") if isinstance(v, dict) else v
+    if type(raw) is not list or len(raw) != len(labels) or not all(type(x) is str for x in raw):
+        return None
+    index = dict(zip(labels, labels))
+    ranked = [index.get(x) for x in raw]
+    if None in ranked or len(set(ranked)) != len(labels):
+        return None
+    return Parsed(ranked, "ok", "")
+
+
 def parse_ranking(text: str, labels: list[str]) -> Parsed:
     """A ranking of user labels from JSON {"ranking": [...]}, a JSON list, or label mentions in order."""
-    norm = {re.sub(r"[^a-z0-9]", "", lab.lower()): lab for lab in labels}
-    letters = {lab.split()[-1].lower(): lab for lab in labels}
+    key = tuple(labels)
+    exact = _exact_ranking(text, key)
+    if exact is not None:
+        return exact
+    norm, letters, _ = _label_keys(key)
 
     def to_label(x: Any) -> Optional[str]:
-        k = re.sub(r"[^a-z0-9]", "", str(x).lower())
+        k = _NOT_ALNUM.sub("", str(x).lower())
         return norm.get(k) or letters.get(k)
 
     js = parse_json(text, expect=(dict, list))
@@ -201,6 +236,15 @@ def parse_ranking(text: str, labels: list[str]) -> Parsed:
         notes.append(f"incomplete or duplicated ranking ({len(ranked)}/{len(labels)} users): missing appended")
         ranked += [lab for lab in labels if lab not in ranked]
     return Parsed(ranked, status, "; ".join(notes))  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=256)
+def ranking_constraint(labels: tuple[str, ...]) -> Constraint:
+    """The JSON-schema constraint of a ranking of these labels, built once per label list (Constraint is frozen)."""
+    schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"enum": list(labels)},
+                                                           "minItems": len(labels), "maxItems": len(labels)}},
+              "required": ["ranking"]}
+    return Constraint.json_schema(schema)
 
 
 class Listwise(PerRecMethod):
@@ -237,10 +281,7 @@ class Listwise(PerRecMethod):
         users = presentation_order(example, self.seed, order_k or 0)
         profiles = yield from self.profiles(users, example)
         prompt, labels = self.prompt(example, users, profiles, t)
-        schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"enum": labels},
-                                                               "minItems": len(labels), "maxItems": len(labels)}},
-                  "required": ["ranking"]}
-        resps = yield self._samples(prompt, self.cfg.max_tokens, Constraint.json_schema(schema),
+        resps = yield self._samples(prompt, self.cfg.max_tokens, ranking_constraint(tuple(labels)),
                                     self.demonstrations(example, t))
         parsed_all = [parse_ranking(self.answer_part(r.text), labels) for r in resps]
         if len(parsed_all) == 1:

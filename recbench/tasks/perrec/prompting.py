@@ -14,6 +14,7 @@ from recbench.api.parsing import Parsed
 from recbench.api.prompts import get_template, render
 from recbench.api.task import Method, TaskView
 from recbench.tasks.perrec import settings
+from recbench.tasks.perrec.lazy import LazyMember
 from recbench.api.types import Constraint, Example, Request, Response
 PKG = "recbench.tasks.perrec"
 PAIR_CHOICES = ("[User A]", "[User B]")
@@ -23,7 +24,7 @@ PAIR_CONSTRAINT = Constraint(kind="choice", choices=PAIR_CHOICES)
 RATING_CHOICES = {"1 star": 1.0, "2 stars": 2.0, "3 stars": 3.0, "4 stars": 4.0, "5 stars": 5.0}
 RATING_CONSTRAINT = Constraint(kind="choice", choices=tuple(RATING_CHOICES))
 _LABEL_SLOT = "\x00label\x00"  # stands for the label while a user block is rendered once for every label
-_BLOCKS: dict[tuple, tuple[dict, str]] = {}  # (id(user), profile, query) -> (user, block with _LABEL_SLOT)
+_BLOCKS: dict[tuple, tuple] = {}  # (id(user), profile, query) -> (user, text after the label, block with _LABEL_SLOT)
 _MAX_BLOCKS = 200_000
 
 
@@ -103,8 +104,15 @@ def _plain_block(user: dict[str, Any], profile: Optional[str], query_title: str)
     if profile:
         lines.append(f"- Profile: {profile}")
     lines.append(f'- Past ratings of items related to "{query_title}":')
-    lines += [f'  * "{h["title"]}": {"%g" % h["rating"]} stars' for h in user["retrieved"]]
+    lines += [f'  * "{title}": {"%g" % rating} stars' for title, rating in _retrieved_pairs(user)]
     return "\n".join(lines) + "\n"
+
+
+def _retrieved_pairs(user: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(title, rating) of each of the user's retrieved items (a lazy member's without building its item records)."""
+    if isinstance(user, LazyMember):
+        return user.retrieved_pairs()
+    return [(h["title"], h["rating"]) for h in user["retrieved"]]
 
 
 def _block_body(user: dict[str, Any], profile: Optional[str], query_title: str) -> str:
@@ -113,6 +121,15 @@ def _block_body(user: dict[str, Any], profile: Optional[str], query_title: str) 
         return _plain_block(user, profile, query_title)
     return get_template(PKG, "_user_block.j2").render(label=_LABEL_SLOT, user=user, profile=profile,
                                                        query_title=query_title)
+
+
+def _after_label(body: str) -> Optional[str]:
+    """A block's text after its label placeholder, less the final newline: what follows the label in user_block
+    (None where the block does not open with the placeholder or has nothing after it)."""
+    if not body.startswith(_LABEL_SLOT) or len(body) == len(_LABEL_SLOT):
+        return None
+    tail = body[len(_LABEL_SLOT):]
+    return tail[:-1] if tail.endswith("\n") else tail
 
 
 def worst_status(statuses: list[str]) -> str:
@@ -129,11 +146,59 @@ def presentation_order(example: Example, seed: int, order: int = 0) -> list[dict
 
 @functools.lru_cache(maxsize=65536)
 def _permutation(seed: int, example_id: str, order: int, n: int) -> tuple[int, ...]:
-    """The seeded display permutation of presentation_order (computed once per example, shared by the methods)."""
+    """The seeded display permutation of presentation_order (computed once per example, shared by the methods):
+    np.random.default_rng(seed words).permutation(n)."""
     entropy = [seed, *example_id.encode()] if not order else [seed, 9, order, *example_id.encode()]
-    if 0 <= seed < 2 ** 32 and 0 <= order < 2 ** 32:  # one 32-bit word each: the same seed words, coerced faster
-        entropy = np.array(entropy, np.uint32)  # type: ignore[assignment]
+    if 0 <= seed < 2 ** 32 and 0 <= order < 2 ** 32 and n <= _PY_SHUFFLE_MAX:  # one 32-bit word each
+        return pcg64_permutation(np.random.SeedSequence(np.array(entropy, np.uint32)).pool.tolist(), n)
     return tuple(np.random.default_rng(entropy).permutation(n).tolist())
+
+
+_M32, _M64, _M128 = (1 << 32) - 1, (1 << 64) - 1, (1 << 128) - 1
+_PCG_MULT = (2549297995355413924 << 64) + 4865540595714422341  # PCG's default 128-bit multiplier
+_PY_SHUFFLE_MAX = 8  # longer permutations: numpy's own shuffle is the cheaper
+
+
+def _state_hashes() -> tuple[tuple[int, int], ...]:
+    """The hash constants SeedSequence.generate_state uses for its 8 words (they do not depend on the pool)."""
+    h, out = 0x8B51F9DD, []
+    for _ in range(8):
+        out.append((h, (h * 0x58F38DED) & _M32))
+        h = out[-1][1]
+    return tuple(out)
+
+
+_STATE_HASHES = _state_hashes()
+
+
+def pcg64_permutation(pool: list[int], n: int) -> tuple[int, ...]:
+    """np.random.Generator(PCG64(s)).permutation(n) for a SeedSequence s with this pool (4 uint32 words), in plain
+    Python: the seeding and the dozen draws of a short shuffle cost less than numpy's generator set-up."""
+    w = []
+    for i, (a, b) in enumerate(_STATE_HASHES):  # s.generate_state(4, np.uint64), as 8 uint32 words
+        v = ((pool[i & 3] ^ a) * b) & _M32
+        w.append(v ^ (v >> 16))
+    inc = ((w[5] << 96 | w[4] << 64 | w[7] << 32 | w[6]) << 1 | 1) & _M128  # pcg64_set_seed
+    state = (((w[1] << 96 | w[0] << 64 | w[3] << 32 | w[2]) + inc) * _PCG_MULT + inc) & _M128
+    arr, spare = list(range(n)), -1
+    for i in range(n - 1, 0, -1):  # Fisher-Yates from the end, j = random_interval(i)
+        mask = i | i >> 1
+        mask |= mask >> 2
+        mask |= mask >> 4
+        mask |= mask >> 8
+        mask |= mask >> 16
+        while True:  # masked rejection over 32-bit draws (each 64-bit output serves two)
+            if spare < 0:
+                state = (state * _PCG_MULT + inc) & _M128
+                x, r = (state >> 64) ^ (state & _M64), state >> 122  # XSL-RR output
+                x = ((x >> r) | (x << (64 - r))) & _M64
+                j, spare = x & _M32 & mask, x >> 32
+            else:
+                j, spare = spare & mask, -1
+            if j <= i:
+                break
+        arr[i], arr[j] = arr[j], arr[i]
+    return tuple(arr)
 
 
 class PerRecTaskView(TaskView, Protocol):
@@ -165,6 +230,11 @@ class PerRecMethod(Method[PerRecTaskView]):
     _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
 
     # ---- variants (read once) -------------------------------------------------------------------
+    @functools.cached_property
+    def seed(self) -> int:  # type: ignore[override]
+        """The run seed (sampling.seed), read once."""
+        return super().seed
+
     @functools.cached_property
     def cot(self) -> bool:
         """Chain-of-thought prompting on."""
@@ -254,8 +324,12 @@ class PerRecMethod(Method[PerRecTaskView]):
         if got is None or got[0] is not user:  # the user object itself is kept, so an id is never reused
             if len(_BLOCKS) > _MAX_BLOCKS:
                 _BLOCKS.clear()
-            got = _BLOCKS[key] = (user, _block_body(user, profile, query_title))
-        body = got[1]
+            body = _block_body(user, profile, query_title)
+            tail = _after_label(body)
+            got = _BLOCKS[key] = (user, tail, body if tail is None else None)
+        if got[1] is not None:
+            return label + got[1]
+        body = got[2]
         if body.startswith(_LABEL_SLOT):
             text = label + body[len(_LABEL_SLOT):]
         else:  # a template that does not open with the label: render it with the real one
@@ -287,9 +361,18 @@ class PerRecMethod(Method[PerRecTaskView]):
 
     # ---- requests ---------------------------------------------------------------------------
     def _sampling(self, max_tokens: int, seed_offset: int = 0):
-        sp = self.sampling(max_tokens, seed_offset)
-        t = self._opts["temperature"]
-        return sp if t is None else dataclasses.replace(sp, temperature=t)
+        key = (max_tokens, seed_offset)
+        got = self._answer_sampling.get(key)
+        if got is None:
+            sp = self.sampling(max_tokens, seed_offset)
+            t = self._opts["temperature"]
+            got = self._answer_sampling[key] = sp if t is None else dataclasses.replace(sp, temperature=t)
+        return got
+
+    @functools.cached_property
+    def _answer_sampling(self) -> dict[tuple, Any]:
+        """The answers' sampling parameters by (max_tokens, seed offset), each built once (they are frozen)."""
+        return {}
 
     def _messages(self, user_prompt: str, shots: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
         msgs = [{"role": "system", "content": self._opts["system"]}]
@@ -300,9 +383,13 @@ class PerRecMethod(Method[PerRecTaskView]):
     def _request(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
                  purpose: str = "answer", seed_offset: int = 0, shots: Sequence[tuple[str, str]] = ()) -> Request:
         o = self._opts
-        return Request.chat(self._messages(prompt, shots), self._sampling(max_tokens, seed_offset),
-                            constraint=constraint if o["constrained"] else None, purpose=purpose,
-                            adapter=o["adapter"])  # per-request LoRA (vllm); hf: model.backend.adapter
+        messages = [("system", o["system"])]  # as Request.chat makes them of self._messages(prompt, shots)
+        for q, a in shots:
+            messages += (("user", q), ("assistant", a))
+        messages.append(("user", prompt))
+        return Request(tuple(messages), self._sampling(max_tokens, seed_offset),
+                       constraint=constraint if o["constrained"] else None, purpose=purpose,
+                       adapter=o["adapter"])  # per-request LoRA (vllm); hf: model.backend.adapter
 
     def _samples(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
                  shots: Sequence[tuple[str, str]] = ()) -> list[Request]:
