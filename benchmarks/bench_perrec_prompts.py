@@ -10,7 +10,7 @@ the examples are loaded (derived-data cache copied into --work; a tree whose loa
 there once), gc frozen as the run loop freezes it, then each repeat starts cold (built members, user blocks and
 permutations dropped; the store's one-off columns kept), runs every example to its first yield, keeping all
 generators alive as the loop does, then sends each its stub answer (recbench.testing.openai_stub.listwise_answer,
-computed outside the timing). Reported: µs per example, median over repeats (and every repeat), the before/after
+computed outside the timing); the pre-yield time includes the method's prepare(). Reported: µs per example, median over repeats (and every repeat), the before/after
 ratio, the load average. Requests (content, purpose) and outcomes are hashed per tree: `identical` compares them,
 also under --variants (self-consistency, few-shot, chain of thought, constrained, a paraphrase, an audit order) on
 a smaller slice. Results: benchmarks/results/bench_perrec_prompts_<label>.json.
@@ -93,6 +93,7 @@ def worker(a: argparse.Namespace) -> dict:
         gc.collect()
         gc.freeze()  # as EvalLoop.run: the loaded examples are not walked by every full collection
         t0 = time.process_time()
+        method.prepare(exs)  # as EvalLoop.run, before the first example
         gens, reqs = [], []
         for e in exs:
             g = method.run(e, **run_kw)

@@ -13,6 +13,7 @@ import numpy as np
 from recbench.tasks.perrec.columnar import Ratings
 
 KEEP_GROUPS = 4096  # groups whose built members stay in memory (least recently built are dropped first)
+RETRIEVED_CHUNK = 4096  # members whose retrieved items are gathered from the ratings together
 _BUILT: "OrderedDict[int, LazyGroup]" = OrderedDict()
 
 
@@ -50,13 +51,21 @@ class Store:
         return [str(i) for i in self.ratings.items.tolist()]
 
     @functools.cached_property
-    def retrieved_cols(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every member's retrieved items as (item code, rating) columns (members x k; code -1 past the member's
-        top-k), gathered from the ratings at once on first use (never pickled)."""
-        mem, r = self.members, self.ratings
-        pos = np.asarray(mem.retrieved, np.int64)
-        rows = np.where(pos >= 0, mem.shown_start[:, None] + pos, 0)
-        return np.where(pos >= 0, r.item[rows], -1), r.rating[rows]
+    def _retrieved_chunks(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """retrieved_row's gathered chunks by chunk number."""
+        return {}
+
+    def retrieved_row(self, m: int) -> tuple[list[int], list[float]]:
+        """Member m's retrieved items as (item codes, ratings), code -1 past its top-k; gathered from the ratings
+        for RETRIEVED_CHUNK members at once, on first use (never pickled)."""
+        c, i = divmod(m, RETRIEVED_CHUNK)
+        got = self._retrieved_chunks.get(c)
+        if got is None:
+            mem, r, lo, hi = self.members, self.ratings, c * RETRIEVED_CHUNK, (c + 1) * RETRIEVED_CHUNK
+            pos = np.asarray(mem.retrieved[lo:hi], np.int64)
+            rows = np.where(pos >= 0, mem.shown_start[lo:hi, None] + pos, 0)
+            got = self._retrieved_chunks[c] = (np.where(pos >= 0, r.item[rows], -1), r.rating[rows])
+        return got[0][i].tolist(), got[1][i].tolist()
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k in ("ratings", "titles", "members")}
@@ -73,11 +82,9 @@ class LazyMember(dict):
         s, m = self._store, self._row
         if key == "history":
             value = _items(s, np.arange(int(s.members.shown_start[m]), int(s.members.end[m])))
-        else:  # the member's row of the gathered columns
-            codes, ratings = s.retrieved_cols
+        else:
             ids, titles = s.item_ids, s.titles
-            value = [{"item_id": ids[c], "title": titles[c], "rating": v}
-                     for c, v in zip(codes[m].tolist(), ratings[m].tolist()) if c >= 0]
+            value = [{"item_id": ids[c], "title": titles[c], "rating": v} for c, v in zip(*s.retrieved_row(m)) if c >= 0]
         self[key] = value
         return value
 
@@ -85,9 +92,8 @@ class LazyMember(dict):
         """(title, rating) of each item of 'retrieved', in order, read from the columns (no item records built)."""
         if "retrieved" in self:
             return [(h["title"], h["rating"]) for h in self["retrieved"]]
-        codes, ratings = self._store.retrieved_cols
         titles = self._store.titles
-        return [(titles[c], v) for c, v in zip(codes[self._row].tolist(), ratings[self._row].tolist()) if c >= 0]
+        return [(titles[c], v) for c, v in zip(*self._store.retrieved_row(self._row)) if c >= 0]
 
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
         """dict.get that builds the lazy lists too."""

@@ -13,8 +13,9 @@ import numpy as np
 from recbench.api.parsing import Parsed, parse_choice, parse_json, parse_number
 from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, Response
 from recbench.tasks.perrec.prompting import (PAIR_CHOICES, PAIR_CONSTRAINT, PKG, RATING_CHOICES,  # noqa: F401
-                                             RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, aggregate_status, borda,
-                                             majority, presentation_order, worst_status)
+                                             RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, _plain_listwise,
+                                             aggregate_status, borda, listwise_text, majority, presentation_order,
+                                             worst_status)
 from recbench.tasks.perrec.reference import (AverageRating, BM25History, ItemAverage, RandomOrder,  # noqa: F401
                                              UserAverage)
 
@@ -172,31 +173,32 @@ _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 
 
 @functools.lru_cache(maxsize=256)
-def _label_keys(labels: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str], bool]:
-    """How parse_ranking reads these labels: by normalised text, by last word, and whether every label reads as
-    itself (then an answer that lists exactly the labels is taken as written)."""
+def _label_keys(labels: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str], Optional[frozenset]]:
+    """How parse_ranking reads these labels: by normalised text, by last word, and (where every label reads as
+    itself, so an answer that lists exactly the labels is taken as written) the set of labels."""
     norm = {_NOT_ALNUM.sub("", lab.lower()): lab for lab in labels}
     letters = {lab.split()[-1].lower(): lab for lab in labels}
-    return norm, letters, all(norm[_NOT_ALNUM.sub("", lab.lower())] == lab for lab in labels)
+    itself = all(norm[_NOT_ALNUM.sub("", lab.lower())] == lab for lab in labels) and len(set(labels)) == len(labels)
+    return norm, letters, frozenset(labels) if itself else None
 
 
 def _exact_ranking(text: str, labels: tuple[str, ...]) -> Optional[Parsed]:
     """What parse_ranking returns for a well-formed answer, read directly: the whole text is JSON {"ranking": [...]}
     (or a JSON list) naming every label once, exactly as written; None for any other answer."""
-    if not _label_keys(labels)[2]:
+    wanted = _label_keys(labels)[2]
+    if wanted is None:
         return None
     try:
         v = json.loads(text.strip())
     except ValueError:  # json.JSONDecodeError included: the general path reads it
         return None
     raw = v.get("ranking") if isinstance(v, dict) else v
-    if type(raw) is not list or len(raw) != len(labels) or not all(type(x) is str for x in raw):
+    try:  # the labels, each once (equal sets of as many items): the general path maps each to itself
+        if type(raw) is not list or len(raw) != len(labels) or set(raw) != wanted:
+            return None
+    except TypeError:  # an unhashable item (a JSON list or object)
         return None
-    index = dict(zip(labels, labels))
-    ranked = [index.get(x) for x in raw]
-    if None in ranked or len(set(ranked)) != len(labels):
-        return None
-    return Parsed(ranked, "ok", "")
+    return Parsed(raw, "ok", "")
 
 
 def parse_ranking(text: str, labels: list[str]) -> Parsed:
@@ -261,8 +263,12 @@ class Listwise(PerRecMethod):
         paraphrase)."""
         labels = LABELS[: len(users)]
         q = example.data["query_title"]
-        shown = [{"label": lab, "user": u, "profile": (p := profiles.get(u["user_id"])),
-                  "block": self.user_block(u, lab, p, q)} for lab, u in zip(labels, users)]
+        shown_profiles = [profiles.get(u["user_id"]) for u in users] if profiles else [None] * len(users)
+        blocks = [self.user_block(u, lab, p, q) for lab, u, p in zip(labels, users, shown_profiles)]
+        if not template and self._plain is _plain_listwise:  # the packaged template, checked against Jinja's text
+            return listwise_text(labels, blocks, q), labels
+        shown = [{"label": lab, "user": u, "profile": p, "block": b}
+                 for lab, u, p, b in zip(labels, users, shown_profiles, blocks)]
         return self.render_prompt(_variant=template, users=shown, query_title=q), labels
 
     def demonstrations(self, example: Example, template: int = 0) -> list[tuple[str, str]]:
@@ -279,10 +285,10 @@ class Listwise(PerRecMethod):
     def run(self, example: Example, order: Optional[int] = None, template: Optional[int] = None) -> MethodGen:
         order_k, t = order, int(template or 0)  # t: the template audit's paraphrase (0 = the method's template)
         users = presentation_order(example, self.seed, order_k or 0)
-        profiles = yield from self.profiles(users, example)
+        profiles = (yield from self.profiles(users, example)) if self._opts["profile"] else {}
         prompt, labels = self.prompt(example, users, profiles, t)
-        resps = yield self._samples(prompt, self.cfg.max_tokens, ranking_constraint(tuple(labels)),
-                                    self.demonstrations(example, t))
+        resps = yield self._samples(prompt, self._opts["max_tokens"], ranking_constraint(tuple(labels)),
+                                    self.demonstrations(example, t) if self.n_shots else [])
         parsed_all = [parse_ranking(self.answer_part(r.text), labels) for r in resps]
         if len(parsed_all) == 1:
             parsed = parsed_all[0]

@@ -13,7 +13,9 @@ import numpy as np
 from recbench.api.parsing import Parsed
 from recbench.api.prompts import get_template, render
 from recbench.api.task import Method, TaskView
-from recbench.tasks.perrec import settings
+from recbench.tasks.perrec import display_order, settings
+from recbench.tasks.perrec.display_order import permutation as _permutation  # noqa: F401
+from recbench.tasks.perrec.display_order import presentation_order  # noqa: F401 - the methods' import
 from recbench.tasks.perrec.lazy import LazyMember
 from recbench.api.types import Constraint, Example, Request, Response
 PKG = "recbench.tasks.perrec"
@@ -63,9 +65,14 @@ Answer only with JSON of the form {"ranking": [{% for u in users %}"{{ u.label }
 def _plain_listwise(users: list[dict[str, Any]], query_title: str) -> str:
     """_PLAIN_LISTWISE rendered by string formatting (what render() returns for it): the Jinja text, about 10x
     faster."""
-    n = len(users)
-    labels = ", ".join(f'"{u["label"]}"' for u in users)
-    blocks = "".join(f"{u['block']}\n\n" for u in users)
+    return listwise_text([u["label"] for u in users], [u["block"] for u in users], query_title)
+
+
+def listwise_text(labels: Sequence[str], blocks: Sequence[str], query_title: str) -> str:
+    """_plain_listwise's text from the users' labels and blocks, in display order."""
+    n = len(labels)
+    labels = ", ".join(f'"{lab}"' for lab in labels)  # type: ignore[assignment]
+    blocks = "".join(f"{b}\n\n" for b in blocks)  # type: ignore[assignment]
     return (f'{n} users all rated the item "{query_title}". Rank them by how much they like it RELATIVE TO THEIR OWN '
             "USUAL RATINGS (a rating above the user's average means they like it more than usual).\n\n"
             f'{blocks}Rank all {n} users from the one who likes "{query_title}" the most (relative to their average) to '
@@ -104,8 +111,20 @@ def _plain_block(user: dict[str, Any], profile: Optional[str], query_title: str)
     if profile:
         lines.append(f"- Profile: {profile}")
     lines.append(f'- Past ratings of items related to "{query_title}":')
-    lines += [f'  * "{title}": {"%g" % rating} stars' for title, rating in _retrieved_pairs(user)]
+    g = _G
+    lines += [f'  * "{title}": {g.get(rating) or _g(rating)} stars' for title, rating in _retrieved_pairs(user)]
     return "\n".join(lines) + "\n"
+
+
+_G: dict[float, str] = {}  # "%g" of the ratings seen (a few distinct values), by value
+
+
+def _g(rating: Any) -> str:
+    """"%g" % rating, kept for later ratings of that value (not zeros: -0.0 == 0.0 but prints otherwise)."""
+    text = "%g" % rating
+    if type(rating) is float and rating and len(_G) < 4096:
+        _G[rating] = text
+    return text
 
 
 def _retrieved_pairs(user: dict[str, Any]) -> list[tuple[Any, Any]]:
@@ -137,70 +156,6 @@ def worst_status(statuses: list[str]) -> str:
     return "failed" if "failed" in statuses else "repaired" if "repaired" in statuses else "ok"
 
 
-def presentation_order(example: Example, seed: int, order: int = 0) -> list[dict[str, Any]]:
-    """The group's users in a seeded shuffled order, so position never leaks the ground truth; `order` k > 0 is the
-    order audit's k-th alternative display order (order 0 is the usual one, so caches and results do not change)."""
-    users = example.data["users"]
-    return [users[i] for i in _permutation(seed, example.id, int(order or 0), len(users))]
-
-
-@functools.lru_cache(maxsize=65536)
-def _permutation(seed: int, example_id: str, order: int, n: int) -> tuple[int, ...]:
-    """The seeded display permutation of presentation_order (computed once per example, shared by the methods):
-    np.random.default_rng(seed words).permutation(n)."""
-    entropy = [seed, *example_id.encode()] if not order else [seed, 9, order, *example_id.encode()]
-    if 0 <= seed < 2 ** 32 and 0 <= order < 2 ** 32 and n <= _PY_SHUFFLE_MAX:  # one 32-bit word each
-        return pcg64_permutation(np.random.SeedSequence(np.array(entropy, np.uint32)).pool.tolist(), n)
-    return tuple(np.random.default_rng(entropy).permutation(n).tolist())
-
-
-_M32, _M64, _M128 = (1 << 32) - 1, (1 << 64) - 1, (1 << 128) - 1
-_PCG_MULT = (2549297995355413924 << 64) + 4865540595714422341  # PCG's default 128-bit multiplier
-_PY_SHUFFLE_MAX = 8  # longer permutations: numpy's own shuffle is the cheaper
-
-
-def _state_hashes() -> tuple[tuple[int, int], ...]:
-    """The hash constants SeedSequence.generate_state uses for its 8 words (they do not depend on the pool)."""
-    h, out = 0x8B51F9DD, []
-    for _ in range(8):
-        out.append((h, (h * 0x58F38DED) & _M32))
-        h = out[-1][1]
-    return tuple(out)
-
-
-_STATE_HASHES = _state_hashes()
-
-
-def pcg64_permutation(pool: list[int], n: int) -> tuple[int, ...]:
-    """np.random.Generator(PCG64(s)).permutation(n) for a SeedSequence s with this pool (4 uint32 words), in plain
-    Python: the seeding and the dozen draws of a short shuffle cost less than numpy's generator set-up."""
-    w = []
-    for i, (a, b) in enumerate(_STATE_HASHES):  # s.generate_state(4, np.uint64), as 8 uint32 words
-        v = ((pool[i & 3] ^ a) * b) & _M32
-        w.append(v ^ (v >> 16))
-    inc = ((w[5] << 96 | w[4] << 64 | w[7] << 32 | w[6]) << 1 | 1) & _M128  # pcg64_set_seed
-    state = (((w[1] << 96 | w[0] << 64 | w[3] << 32 | w[2]) + inc) * _PCG_MULT + inc) & _M128
-    arr, spare = list(range(n)), -1
-    for i in range(n - 1, 0, -1):  # Fisher-Yates from the end, j = random_interval(i)
-        mask = i | i >> 1
-        mask |= mask >> 2
-        mask |= mask >> 4
-        mask |= mask >> 8
-        mask |= mask >> 16
-        while True:  # masked rejection over 32-bit draws (each 64-bit output serves two)
-            if spare < 0:
-                state = (state * _PCG_MULT + inc) & _M128
-                x, r = (state >> 64) ^ (state & _M64), state >> 122  # XSL-RR output
-                x = ((x >> r) | (x << (64 - r))) & _M64
-                j, spare = x & _M32 & mask, x >> 32
-            else:
-                j, spare = spare & mask, -1
-            if j <= i:
-                break
-        arr[i], arr[j] = arr[j], arr[i]
-    return tuple(arr)
-
-
 class PerRecTaskView(TaskView, Protocol):
     """What PerRecBench's prompted methods need of their task (recbench.tasks.perrec.task.PerRecTask provides it)."""
 
@@ -228,6 +183,10 @@ class PerRecMethod(Method[PerRecTaskView]):
     settings_rules = settings.PROMPTED  # valid values of the method keys, checked before anything is loaded
     conf_defaults = True  # every key is read (conf/method/perrec/<name>.yaml): a hand-built config gets the rest there
     _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
+
+    def prepare(self, examples: list[Example]) -> None:
+        """Mix the seed words of every example's display order at once (the display order is unchanged)."""
+        display_order.prepare(self.seed, [e.id for e in examples])
 
     # ---- variants (read once) -------------------------------------------------------------------
     @functools.cached_property
