@@ -205,9 +205,12 @@ def parse_ranking(text: str, labels: list[str]) -> Parsed:
     """A ranking of user labels from JSON {"ranking": [...]}, a JSON list, or label mentions in order."""
     key = tuple(labels)
     exact = _exact_ranking(text, key)
-    if exact is not None:
-        return exact
-    norm, letters, _ = _label_keys(key)
+    return exact if exact is not None else _read_ranking(text, key)
+
+
+def _read_ranking(text: str, labels: tuple[str, ...]) -> Parsed:
+    """parse_ranking for any answer: JSON read leniently, labels matched loosely, missing ones appended."""
+    norm, letters, _ = _label_keys(labels)
 
     def to_label(x: Any) -> Optional[str]:
         k = _NOT_ALNUM.sub("", str(x).lower())
