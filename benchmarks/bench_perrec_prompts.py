@@ -5,15 +5,16 @@ prompt, constraint, requests) and from the answer to the Outcome (parse_ranking)
     python benchmarks/bench_perrec_prompts.py --data /tmp/scalebench/built/ml-10M \\
         --derived /tmp/scalebench/cache/ml-10M/derived --before /work/main --label 60k [--limit N] [--repeats 5]
 
-Each tree runs in its own process (PYTHONPATH=tree, a memory limit) on the same examples, answers and settings:
-the examples are loaded (derived-data cache copied into --work; a tree whose loader differs builds its own entry
-there once), gc frozen as the run loop freezes it, then each repeat starts cold (built members, user blocks and
-permutations dropped; the store's one-off columns kept), runs every example to its first yield, keeping all
-generators alive as the loop does, then sends each its stub answer (recbench.testing.openai_stub.listwise_answer,
-computed outside the timing); the pre-yield time includes the method's prepare(). Reported: µs per example, median over repeats (and every repeat), the before/after
-ratio, the load average. Requests (content, purpose) and outcomes are hashed per tree: `identical` compares them,
-also under --variants (self-consistency, few-shot, chain of thought, constrained, a paraphrase, an audit order) on
-a smaller slice. Results: benchmarks/results/bench_perrec_prompts_<label>.json.
+Each tree runs in its own process per repeat, the trees alternating so that drift in the machine's load hits both
+(PYTHONPATH=tree, a memory limit), on the same examples, answers and settings: the examples are loaded (the
+derived-data cache copied into --work; a tree whose loader differs builds its own entry there once, before any
+timing), gc frozen as the run loop freezes it, the method's prepare() run, then every example run to its first
+yield, keeping all generators alive as the loop does (the pre-yield time, prepare included); then each is sent its
+stub answer (recbench.testing.openai_stub.listwise_answer, computed outside the timing) up to its Outcome (the
+post-answer time). Reported: µs per example, the median over repeats (and every repeat), the before/after ratios,
+the load average. Requests (content, purpose) and outcomes are hashed per tree: `identical` compares them, also
+under --variants N (self-consistency, few-shot, chain of thought, constrained, a paraphrase, an audit order) on the
+first N groups. Results: benchmarks/results/bench_perrec_prompts_<label>.json.
 """
 from __future__ import annotations
 
@@ -167,9 +168,20 @@ def main() -> None:
                            "trees": {k: str(v) for k, v in trees.items()}, "load_avg_start": os.getloadavg()}
     for name, tree in trees.items():  # warm-up: each tree's derived-data entry built (once) before any timing
         run_tree(a, tree, "plain", 1, 1)
-    for name, tree in trees.items():
-        res[name] = run_tree(a, tree, "plain", a.limit, a.repeats)
-        print(_row(name, res[name]), f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    for rep in range(a.repeats):  # one process per tree and repeat, the trees alternating: drift in load hits both
+        for name, tree in trees.items():
+            got = run_tree(a, tree, "plain", a.limit, 1)
+            print(f"repeat {rep + 1} {name}: pre-yield {got['pre_us'][0]:.1f}, post-answer {got['post_us'][0]:.1f} "
+                  f"us/example (load {os.getloadavg()[0]:.1f})", flush=True)
+            if name not in res:
+                res[name] = got
+            else:
+                res[name]["pre_us"] += got["pre_us"]
+                res[name]["post_us"] += got["post_us"]
+                res[name]["same_each_repeat"] = res[name].get("same_each_repeat", True) and got["requests"] == \
+                    res[name]["requests"] and got["outcomes"] == res[name]["outcomes"]
+    for name in trees:
+        print(_row(name, res[name]), flush=True)
     b, f = res["before"], res["after"]
     res["ratio_pre"] = statistics.median(b["pre_us"]) / statistics.median(f["pre_us"])
     res["ratio_post"] = statistics.median(b["post_us"]) / statistics.median(f["post_us"])
@@ -180,8 +192,7 @@ def main() -> None:
         got = {name: run_tree(a, tree, v, a.variants, 1) for name, tree in trees.items()}
         same = all(got["before"][k] == got["after"][k] for k in ("requests", "outcomes", "outcomes_n"))
         res.setdefault("variants", {})[v] = {"identical": same, **got}
-        print(f"variant {v} ({a.variants} groups): identical {same}; pre-yield {got['before']['pre_us'][0]:.1f} -> "
-              f"{got['after']['pre_us'][0]:.1f} us/example", flush=True)
+        print(f"variant {v} ({a.variants} groups, one cold repeat): identical {same}", flush=True)
     res["load_avg_end"] = os.getloadavg()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1) + "\n")

@@ -292,6 +292,11 @@ class Listwise(PerRecMethod):
         prompt, labels = self.prompt(example, users, profiles, t)
         resps = yield self._samples(prompt, self._opts["max_tokens"], ranking_constraint(tuple(labels)),
                                     self.demonstrations(example, t) if self.n_shots else [])
+        return self.outcome(resps, labels, users, order_k is not None)
+
+    def outcome(self, resps: list[Response], labels: list[str], users: list[dict], audited: bool) -> Outcome:
+        """The Outcome of the answers to one listwise prompt (`audited`: with the display order, for
+        recbench.audits.order). Outside run, so run's frame holds no closure cells while it waits for the answers."""
         parsed_all = [parse_ranking(self.answer_part(r.text), labels) for r in resps]
         if len(parsed_all) == 1:
             parsed = parsed_all[0]
@@ -302,6 +307,6 @@ class Listwise(PerRecMethod):
         by_label = dict(zip(labels, users))
         order = [by_label[lab]["user_id"] for lab in parsed.value] if parsed.ok else None
         # audited: the display order (slot order) and the ranking, for recbench.audits.order
-        display = Display([u["user_id"] for u in users], order) if order_k is not None else None
+        display = Display([u["user_id"] for u in users], order) if audited else None
         return Outcome(prediction={"order": order, "labels": dict(zip(labels, [u["user_id"] for u in users]))},
                        parse_status=parsed.status, notes=[parsed.note], display=display)
