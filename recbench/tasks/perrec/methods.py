@@ -304,9 +304,10 @@ class Listwise(PerRecMethod):
             good = [p.value for p in parsed_all if p.ok]
             parsed = Parsed(borda(good, labels) if good else None, aggregate_status(parsed_all),  # type: ignore[arg-type]
                             f"borda over {len(good)}/{len(parsed_all)} parsed samples")
-        by_label = dict(zip(labels, users))
-        order = [by_label[lab]["user_id"] for lab in parsed.value] if parsed.ok else None
+        ids = [u["user_id"] for u in users]
+        by_label = dict(zip(labels, ids))
+        order = [by_label[lab] for lab in parsed.value] if parsed.ok else None
         # audited: the display order (slot order) and the ranking, for recbench.audits.order
-        display = Display([u["user_id"] for u in users], order) if audited else None
-        return Outcome(prediction={"order": order, "labels": dict(zip(labels, [u["user_id"] for u in users]))},
-                       parse_status=parsed.status, notes=[parsed.note], display=display)
+        display = Display(ids, order) if audited else None
+        return Outcome(prediction={"order": order, "labels": by_label}, parse_status=parsed.status,
+                       notes=[parsed.note], display=display)
