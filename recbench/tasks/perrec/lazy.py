@@ -84,7 +84,8 @@ class LazyMember(dict):
             value = _items(s, np.arange(int(s.members.shown_start[m]), int(s.members.end[m])))
         else:
             ids, titles = s.item_ids, s.titles
-            value = [{"item_id": ids[c], "title": titles[c], "rating": v} for c, v in zip(*s.retrieved_row(m)) if c >= 0]
+            value = [{"item_id": ids[c], "title": titles[c], "rating": v}
+                     for c, v in zip(*s.retrieved_row(m)) if c >= 0]
         self[key] = value
         return value
 
