@@ -3,6 +3,7 @@ are sliced from the columnar ratings on first access and dropped again once many
 memory follows the examples in use, not the ratings."""
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -12,6 +13,7 @@ import numpy as np
 from recbench.tasks.perrec.columnar import Ratings
 
 KEEP_GROUPS = 4096  # groups whose built members stay in memory (least recently built are dropped first)
+RETRIEVED_CHUNK = 4096  # members whose retrieved items are gathered from the ratings together
 _BUILT: "OrderedDict[int, LazyGroup]" = OrderedDict()
 
 
@@ -38,6 +40,36 @@ class Store:
     titles: list      # title by item code (the item id where items.jsonl has none)
     members: Members
 
+    @functools.cached_property
+    def user_ids(self) -> list[str]:
+        """User id by user code, as Python strings (built on first use, never pickled)."""
+        return [str(u) for u in self.ratings.users.tolist()]
+
+    @functools.cached_property
+    def item_ids(self) -> list[str]:
+        """Item id by item code, as Python strings (built on first use, never pickled)."""
+        return [str(i) for i in self.ratings.items.tolist()]
+
+    @functools.cached_property
+    def _retrieved_chunks(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """retrieved_row's gathered chunks by chunk number."""
+        return {}
+
+    def retrieved_row(self, m: int) -> tuple[list[int], list[float]]:
+        """Member m's retrieved items as (item codes, ratings), code -1 past its top-k; gathered from the ratings
+        for RETRIEVED_CHUNK members at once, on first use (never pickled)."""
+        c, i = divmod(m, RETRIEVED_CHUNK)
+        got = self._retrieved_chunks.get(c)
+        if got is None:
+            mem, r, lo, hi = self.members, self.ratings, c * RETRIEVED_CHUNK, (c + 1) * RETRIEVED_CHUNK
+            pos = np.asarray(mem.retrieved[lo:hi], np.int64)
+            rows = np.where(pos >= 0, mem.shown_start[lo:hi, None] + pos, 0)
+            got = self._retrieved_chunks[c] = (np.where(pos >= 0, r.item[rows], -1), r.rating[rows])
+        return got[0][i].tolist(), got[1][i].tolist()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k in ("ratings", "titles", "members")}
+
 
 class LazyMember(dict):
     """A member record whose 'history' and 'retrieved' lists are built on first access (then kept)."""
@@ -48,19 +80,21 @@ class LazyMember(dict):
         if key not in ("history", "retrieved"):
             raise KeyError(key)
         s, m = self._store, self._row
-        mem, r = s.members, s.ratings
-        lo, hi = int(mem.shown_start[m]), int(mem.end[m])
         if key == "history":
-            value = _items(s, np.arange(lo, hi))
-        else:  # a few rows: read one at a time (cheaper than numpy's fancy indexing at this size)
-            item, rating, items, titles = r.item, r.rating, r.items, s.titles
-            value = []
-            for p in mem.retrieved[m].tolist():
-                if p >= 0:
-                    c = int(item[lo + p])
-                    value.append({"item_id": str(items[c]), "title": titles[c], "rating": float(rating[lo + p])})
+            value = _items(s, np.arange(int(s.members.shown_start[m]), int(s.members.end[m])))
+        else:
+            ids, titles = s.item_ids, s.titles
+            value = [{"item_id": ids[c], "title": titles[c], "rating": v}
+                     for c, v in zip(*s.retrieved_row(m)) if c >= 0]
         self[key] = value
         return value
+
+    def retrieved_pairs(self) -> list[tuple[str, float]]:
+        """(title, rating) of each item of 'retrieved', in order, read from the columns (no item records built)."""
+        if "retrieved" in self:
+            return [(h["title"], h["rating"]) for h in self["retrieved"]]
+        titles = self._store.titles
+        return [(titles[c], v) for c, v in zip(*self._store.retrieved_row(self._row)) if c >= 0]
 
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
         """dict.get that builds the lazy lists too."""
@@ -76,8 +110,8 @@ class LazyMember(dict):
 
 def _items(s: Store, rows: np.ndarray) -> list[dict[str, Any]]:
     """The rated items of these ratings rows: item id, title and rating."""
-    items, titles = s.ratings.items, s.titles
-    return [{"item_id": str(items[c]), "title": titles[c], "rating": v}
+    ids, titles = s.item_ids, s.titles
+    return [{"item_id": ids[c], "title": titles[c], "rating": v}
             for c, v in zip(s.ratings.item[rows].tolist(), s.ratings.rating[rows].tolist())]
 
 
@@ -94,7 +128,9 @@ class LazyGroup(dict):
     def __missing__(self, key: str) -> Any:
         if key != "users":
             raise KeyError(key)
-        users = [member(self._store, m) for m in self._rows]
+        rows = self._rows
+        users = (group_members(self._store, rows.start, rows.stop) if isinstance(rows, range) and rows.step == 1
+                 else [member(self._store, m) for m in rows])
         self["users"] = users
         _BUILT[id(self)] = self
         while len(_BUILT) > KEEP_GROUPS:
@@ -131,12 +167,21 @@ def _rebuild(fields: dict[str, Any], store: Store, rows: range) -> LazyGroup:
 
 def member(s: Store, m: int) -> LazyMember:
     """Member row m as a record (history and retrieved built when read)."""
-    mem = s.members
-    u = LazyMember({"user_id": str(s.ratings.users[int(mem.user[m])]), "rating": mem.rating[m],
-                    "avg_rating": round(mem.avg[m], 4), "relative_rating": round(mem.rel[m], 4),
-                    "most_common_rating": float(mem.common[m]), "history_len": int(mem.history_len[m])})
-    u._store, u._row = s, m
-    return u
+    return group_members(s, m, m + 1)[0]
+
+
+def group_members(s: Store, a: int, b: int) -> list[LazyMember]:
+    """Member rows a..b-1 as records (history and retrieved built when read), read from column slices at once."""
+    mem, uids = s.members, s.user_ids
+    out = []
+    for m, uc, rating, avg, rel, common, n in zip(range(a, b), mem.user[a:b].tolist(), mem.rating[a:b],
+                                                  mem.avg[a:b], mem.rel[a:b], mem.common[a:b].tolist(),
+                                                  mem.history_len[a:b].tolist()):
+        u = LazyMember({"user_id": uids[uc], "rating": rating, "avg_rating": round(avg, 4),
+                        "relative_rating": round(rel, 4), "most_common_rating": common, "history_len": n})
+        u._store, u._row = s, m
+        out.append(u)
+    return out
 
 
 def lazy_history_lens(data: Any, fallback: Callable[[Any], list[int]]) -> list[int]:

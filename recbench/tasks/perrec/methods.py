@@ -2,6 +2,7 @@
 recbench.tasks.perrec.reference and the prompted base in recbench.tasks.perrec.prompting (both re-exported here)."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 import string
@@ -12,8 +13,9 @@ import numpy as np
 from recbench.api.parsing import Parsed, parse_choice, parse_json, parse_number
 from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, Response
 from recbench.tasks.perrec.prompting import (PAIR_CHOICES, PAIR_CONSTRAINT, PKG, RATING_CHOICES,  # noqa: F401
-                                             RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, aggregate_status, borda,
-                                             majority, presentation_order, worst_status)
+                                             RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, _plain_listwise,
+                                             aggregate_status, borda, listwise_text, majority, presentation_order,
+                                             worst_status)
 from recbench.tasks.perrec.reference import (AverageRating, BM25History, ItemAverage, RandomOrder,  # noqa: F401
                                              UserAverage)
 
@@ -167,13 +169,51 @@ class Pairwise(PerRecMethod):
 LABELS = [f"User {c}" for c in string.ascii_uppercase]
 
 
+_NOT_ALNUM = re.compile(r"[^a-z0-9]")
+
+
+@functools.lru_cache(maxsize=256)
+def _label_keys(labels: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str], Optional[frozenset]]:
+    """How parse_ranking reads these labels: by normalised text, by last word, and (where every label reads as
+    itself, so an answer that lists exactly the labels is taken as written) the set of labels."""
+    norm = {_NOT_ALNUM.sub("", lab.lower()): lab for lab in labels}
+    letters = {lab.split()[-1].lower(): lab for lab in labels}
+    itself = all(norm[_NOT_ALNUM.sub("", lab.lower())] == lab for lab in labels) and len(set(labels)) == len(labels)
+    return norm, letters, frozenset(labels) if itself else None
+
+
+def _exact_ranking(text: str, labels: tuple[str, ...]) -> Optional[Parsed]:
+    """What parse_ranking returns for a well-formed answer, read directly: the whole text is JSON {"ranking": [...]}
+    (or a JSON list) naming every label once, exactly as written; None for any other answer."""
+    wanted = _label_keys(labels)[2]
+    if wanted is None:
+        return None
+    try:
+        v = json.loads(text.strip())
+    except ValueError:  # json.JSONDecodeError included: the general path reads it
+        return None
+    raw = v.get("ranking") if isinstance(v, dict) else v
+    try:  # the labels, each once (equal sets of as many items): the general path maps each to itself
+        if type(raw) is not list or len(raw) != len(labels) or set(raw) != wanted:
+            return None
+    except TypeError:  # an unhashable item (a JSON list or object)
+        return None
+    return Parsed(raw, "ok", "")
+
+
 def parse_ranking(text: str, labels: list[str]) -> Parsed:
     """A ranking of user labels from JSON {"ranking": [...]}, a JSON list, or label mentions in order."""
-    norm = {re.sub(r"[^a-z0-9]", "", lab.lower()): lab for lab in labels}
-    letters = {lab.split()[-1].lower(): lab for lab in labels}
+    key = tuple(labels)
+    exact = _exact_ranking(text, key)
+    return exact if exact is not None else _read_ranking(text, key)
+
+
+def _read_ranking(text: str, labels: tuple[str, ...]) -> Parsed:
+    """parse_ranking for any answer: JSON read leniently, labels matched loosely, missing ones appended."""
+    norm, letters, _ = _label_keys(labels)
 
     def to_label(x: Any) -> Optional[str]:
-        k = re.sub(r"[^a-z0-9]", "", str(x).lower())
+        k = _NOT_ALNUM.sub("", str(x).lower())
         return norm.get(k) or letters.get(k)
 
     js = parse_json(text, expect=(dict, list))
@@ -203,6 +243,15 @@ def parse_ranking(text: str, labels: list[str]) -> Parsed:
     return Parsed(ranked, status, "; ".join(notes))  # type: ignore[arg-type]
 
 
+@functools.lru_cache(maxsize=256)
+def ranking_constraint(labels: tuple[str, ...]) -> Constraint:
+    """The JSON-schema constraint of a ranking of these labels, built once per label list (Constraint is frozen)."""
+    schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"enum": list(labels)},
+                                                           "minItems": len(labels), "maxItems": len(labels)}},
+              "required": ["ranking"]}
+    return Constraint.json_schema(schema)
+
+
 class Listwise(PerRecMethod):
     """The whole group in one prompt; the model returns a JSON ranking of user labels (self-consistency: Borda)."""
 
@@ -217,8 +266,12 @@ class Listwise(PerRecMethod):
         paraphrase)."""
         labels = LABELS[: len(users)]
         q = example.data["query_title"]
-        shown = [{"label": lab, "user": u, "profile": (p := profiles.get(u["user_id"])),
-                  "block": self.user_block(u, lab, p, q)} for lab, u in zip(labels, users)]
+        shown_profiles = [profiles.get(u["user_id"]) for u in users] if profiles else [None] * len(users)
+        blocks = [self.user_block(u, lab, p, q) for lab, u, p in zip(labels, users, shown_profiles)]
+        if not template and self._plain is _plain_listwise:  # the packaged template, checked against Jinja's text
+            return listwise_text(labels, blocks, q), labels
+        shown = [{"label": lab, "user": u, "profile": p, "block": b}
+                 for lab, u, p, b in zip(labels, users, shown_profiles, blocks)]
         return self.render_prompt(_variant=template, users=shown, query_title=q), labels
 
     def demonstrations(self, example: Example, template: int = 0) -> list[tuple[str, str]]:
@@ -234,6 +287,7 @@ class Listwise(PerRecMethod):
 
     def prepare(self, examples: list[Example]) -> None:
         """Remember the examples: the first plain run may start building their prompts ahead (prefetch.py)."""
+        super().prepare(examples)
         old = self.__dict__.pop("_prefetch", None)
         if old:
             old.close()
@@ -265,14 +319,17 @@ class Listwise(PerRecMethod):
             prompt, labels, ids = pre
         else:
             users = presentation_order(example, self.seed, order_k or 0)
-            profiles = yield from self.profiles(users, example)
+            profiles = (yield from self.profiles(users, example)) if self._opts["profile"] else {}
             prompt, labels = self.prompt(example, users, profiles, t)
             ids = [u["user_id"] for u in users]
-        schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"enum": labels},
-                                                               "minItems": len(labels), "maxItems": len(labels)}},
-                  "required": ["ranking"]}
-        resps = yield self._samples(prompt, self.cfg.max_tokens, Constraint.json_schema(schema),
-                                    self.demonstrations(example, t))
+        resps = yield self._samples(prompt, self._opts["max_tokens"], ranking_constraint(tuple(labels)),
+                                    self.demonstrations(example, t) if self.n_shots else [])
+        return self.outcome(resps, labels, ids, order_k is not None)
+
+    def outcome(self, resps: list[Response], labels: list[str], ids: list[str], audited: bool) -> Outcome:
+        """The Outcome of the answers to one listwise prompt over users `ids` in display order (`audited`: with the
+        display order, for recbench.audits.order). Outside run, so run's frame holds no closure cells while it waits
+        for the answers."""
         parsed_all = [parse_ranking(self.answer_part(r.text), labels) for r in resps]
         if len(parsed_all) == 1:
             parsed = parsed_all[0]
@@ -283,6 +340,6 @@ class Listwise(PerRecMethod):
         by_label = dict(zip(labels, ids))
         order = [by_label[lab] for lab in parsed.value] if parsed.ok else None
         # audited: the display order (slot order) and the ranking, for recbench.audits.order
-        display = Display(ids, order) if order_k is not None else None
-        return Outcome(prediction={"order": order, "labels": dict(zip(labels, ids))},
-                       parse_status=parsed.status, notes=[parsed.note], display=display)
+        display = Display(ids, order) if audited else None
+        return Outcome(prediction={"order": order, "labels": by_label}, parse_status=parsed.status,
+                       notes=[parsed.note], display=display)

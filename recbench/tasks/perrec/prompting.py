@@ -13,7 +13,10 @@ import numpy as np
 from recbench.api.parsing import Parsed
 from recbench.api.prompts import get_template, render
 from recbench.api.task import Method, TaskView
-from recbench.tasks.perrec import settings
+from recbench.tasks.perrec import display_order, settings
+from recbench.tasks.perrec.display_order import permutation as _permutation  # noqa: F401
+from recbench.tasks.perrec.display_order import presentation_order  # noqa: F401 - the methods' import
+from recbench.tasks.perrec.lazy import LazyMember
 from recbench.api.types import Constraint, Example, Request, Response
 PKG = "recbench.tasks.perrec"
 PAIR_CHOICES = ("[User A]", "[User B]")
@@ -23,7 +26,7 @@ PAIR_CONSTRAINT = Constraint(kind="choice", choices=PAIR_CHOICES)
 RATING_CHOICES = {"1 star": 1.0, "2 stars": 2.0, "3 stars": 3.0, "4 stars": 4.0, "5 stars": 5.0}
 RATING_CONSTRAINT = Constraint(kind="choice", choices=tuple(RATING_CHOICES))
 _LABEL_SLOT = "\x00label\x00"  # stands for the label while a user block is rendered once for every label
-_BLOCKS: dict[tuple, tuple[dict, str]] = {}  # (id(user), profile, query) -> (user, block with _LABEL_SLOT)
+_BLOCKS: dict[tuple, tuple] = {}  # (id(user), profile, query) -> (user, text after the label, block with _LABEL_SLOT)
 _MAX_BLOCKS = 200_000
 
 
@@ -62,9 +65,14 @@ Answer only with JSON of the form {"ranking": [{% for u in users %}"{{ u.label }
 def _plain_listwise(users: list[dict[str, Any]], query_title: str) -> str:
     """_PLAIN_LISTWISE rendered by string formatting (what render() returns for it): the Jinja text, about 10x
     faster."""
-    n = len(users)
-    labels = ", ".join(f'"{u["label"]}"' for u in users)
-    blocks = "".join(f"{u['block']}\n\n" for u in users)
+    return listwise_text([u["label"] for u in users], [u["block"] for u in users], query_title)
+
+
+def listwise_text(labels: Sequence[str], blocks: Sequence[str], query_title: str) -> str:
+    """_plain_listwise's text from the users' labels and blocks, in display order."""
+    n = len(labels)
+    labels = ", ".join(f'"{lab}"' for lab in labels)  # type: ignore[assignment]
+    blocks = "".join(f"{b}\n\n" for b in blocks)  # type: ignore[assignment]
     return (f'{n} users all rated the item "{query_title}". Rank them by how much they like it RELATIVE TO THEIR OWN '
             "USUAL RATINGS (a rating above the user's average means they like it more than usual).\n\n"
             f'{blocks}Rank all {n} users from the one who likes "{query_title}" the most (relative to their average) to '
@@ -103,8 +111,27 @@ def _plain_block(user: dict[str, Any], profile: Optional[str], query_title: str)
     if profile:
         lines.append(f"- Profile: {profile}")
     lines.append(f'- Past ratings of items related to "{query_title}":')
-    lines += [f'  * "{h["title"]}": {"%g" % h["rating"]} stars' for h in user["retrieved"]]
+    g = _G
+    lines += [f'  * "{title}": {g.get(rating) or _g(rating)} stars' for title, rating in _retrieved_pairs(user)]
     return "\n".join(lines) + "\n"
+
+
+_G: dict[float, str] = {}  # "%g" of the ratings seen (a few distinct values), by value
+
+
+def _g(rating: Any) -> str:
+    """"%g" % rating, kept for later ratings of that value (not zeros: -0.0 == 0.0 but prints otherwise)."""
+    text = "%g" % rating
+    if type(rating) is float and rating and len(_G) < 4096:
+        _G[rating] = text
+    return text
+
+
+def _retrieved_pairs(user: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(title, rating) of each of the user's retrieved items (a lazy member's without building its item records)."""
+    if isinstance(user, LazyMember):
+        return user.retrieved_pairs()
+    return [(h["title"], h["rating"]) for h in user["retrieved"]]
 
 
 def _block_body(user: dict[str, Any], profile: Optional[str], query_title: str) -> str:
@@ -115,25 +142,18 @@ def _block_body(user: dict[str, Any], profile: Optional[str], query_title: str) 
                                                        query_title=query_title)
 
 
+def _after_label(body: str) -> Optional[str]:
+    """A block's text after its label placeholder, less the final newline: what follows the label in user_block
+    (None where the block does not open with the placeholder or has nothing after it)."""
+    if not body.startswith(_LABEL_SLOT) or len(body) == len(_LABEL_SLOT):
+        return None
+    tail = body[len(_LABEL_SLOT):]
+    return tail[:-1] if tail.endswith("\n") else tail
+
+
 def worst_status(statuses: list[str]) -> str:
     """failed > repaired > ok."""
     return "failed" if "failed" in statuses else "repaired" if "repaired" in statuses else "ok"
-
-
-def presentation_order(example: Example, seed: int, order: int = 0) -> list[dict[str, Any]]:
-    """The group's users in a seeded shuffled order, so position never leaks the ground truth; `order` k > 0 is the
-    order audit's k-th alternative display order (order 0 is the usual one, so caches and results do not change)."""
-    users = example.data["users"]
-    return [users[i] for i in _permutation(seed, example.id, int(order or 0), len(users))]
-
-
-@functools.lru_cache(maxsize=65536)
-def _permutation(seed: int, example_id: str, order: int, n: int) -> tuple[int, ...]:
-    """The seeded display permutation of presentation_order (computed once per example, shared by the methods)."""
-    entropy = [seed, *example_id.encode()] if not order else [seed, 9, order, *example_id.encode()]
-    if 0 <= seed < 2 ** 32 and 0 <= order < 2 ** 32:  # one 32-bit word each: the same seed words, coerced faster
-        entropy = np.array(entropy, np.uint32)  # type: ignore[assignment]
-    return tuple(np.random.default_rng(entropy).permutation(n).tolist())
 
 
 class PerRecTaskView(TaskView, Protocol):
@@ -164,7 +184,16 @@ class PerRecMethod(Method[PerRecTaskView]):
     conf_defaults = True  # every key is read (conf/method/perrec/<name>.yaml): a hand-built config gets the rest there
     _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
 
+    def prepare(self, examples: list[Example]) -> None:
+        """Mix the seed words of every example's display order at once (the display order is unchanged)."""
+        display_order.prepare(self.seed, [e.id for e in examples])
+
     # ---- variants (read once) -------------------------------------------------------------------
+    @functools.cached_property
+    def seed(self) -> int:  # type: ignore[override]
+        """The run seed (sampling.seed), read once."""
+        return super().seed
+
     @functools.cached_property
     def cot(self) -> bool:
         """Chain-of-thought prompting on."""
@@ -254,8 +283,12 @@ class PerRecMethod(Method[PerRecTaskView]):
         if got is None or got[0] is not user:  # the user object itself is kept, so an id is never reused
             if len(_BLOCKS) > _MAX_BLOCKS:
                 _BLOCKS.clear()
-            got = _BLOCKS[key] = (user, _block_body(user, profile, query_title))
-        body = got[1]
+            body = _block_body(user, profile, query_title)
+            tail = _after_label(body)
+            got = _BLOCKS[key] = (user, tail, body if tail is None else None)
+        if got[1] is not None:
+            return label + got[1]
+        body = got[2]
         if body.startswith(_LABEL_SLOT):
             text = label + body[len(_LABEL_SLOT):]
         else:  # a template that does not open with the label: render it with the real one
@@ -287,9 +320,18 @@ class PerRecMethod(Method[PerRecTaskView]):
 
     # ---- requests ---------------------------------------------------------------------------
     def _sampling(self, max_tokens: int, seed_offset: int = 0):
-        sp = self.sampling(max_tokens, seed_offset)
-        t = self._opts["temperature"]
-        return sp if t is None else dataclasses.replace(sp, temperature=t)
+        key = (max_tokens, seed_offset)
+        got = self._answer_sampling.get(key)
+        if got is None:
+            sp = self.sampling(max_tokens, seed_offset)
+            t = self._opts["temperature"]
+            got = self._answer_sampling[key] = sp if t is None else dataclasses.replace(sp, temperature=t)
+        return got
+
+    @functools.cached_property
+    def _answer_sampling(self) -> dict[tuple, Any]:
+        """The answers' sampling parameters by (max_tokens, seed offset), each built once (they are frozen)."""
+        return {}
 
     def _messages(self, user_prompt: str, shots: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
         msgs = [{"role": "system", "content": self._opts["system"]}]
@@ -300,9 +342,13 @@ class PerRecMethod(Method[PerRecTaskView]):
     def _request(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
                  purpose: str = "answer", seed_offset: int = 0, shots: Sequence[tuple[str, str]] = ()) -> Request:
         o = self._opts
-        return Request.chat(self._messages(prompt, shots), self._sampling(max_tokens, seed_offset),
-                            constraint=constraint if o["constrained"] else None, purpose=purpose,
-                            adapter=o["adapter"])  # per-request LoRA (vllm); hf: model.backend.adapter
+        messages = [("system", o["system"])]  # as Request.chat makes them of self._messages(prompt, shots)
+        for q, a in shots:
+            messages += (("user", q), ("assistant", a))
+        messages.append(("user", prompt))
+        return Request(tuple(messages), self._sampling(max_tokens, seed_offset),
+                       constraint=constraint if o["constrained"] else None, purpose=purpose,
+                       adapter=o["adapter"])  # per-request LoRA (vllm); hf: model.backend.adapter
 
     def _samples(self, prompt: str, max_tokens: int, constraint: Optional[Constraint] = None,
                  shots: Sequence[tuple[str, str]] = ()) -> list[Request]:
