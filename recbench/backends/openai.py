@@ -89,15 +89,13 @@ class OpenAIBackend(EndpointRouting, Backend):
                                   jitter=backoff_jitter, max_retry_after_s=max_retry_after_s)
         self.constraints = constraints
         self.extra_body = dict(extra_body or {})
-        self.seed_param = seed_param
-        self.max_consecutive_failures = int(max_consecutive_failures)
+        self.seed_param, self.max_consecutive_failures = seed_param, int(max_consecutive_failures)
         self.down_after_s = float(down_after_s)
         self.transport, self.http_process = transport_available(transport), bool(http_process)
+        self.event_loop = event_loop_available(event_loop)  # uvloop when installed: less CPU per request
         self.batch_size = batch_size or max(16, self.concurrency * 4)
         self.stats: Counter = Counter()  # attempts, retries, successes, gave_up, status_<code>, timeouts, ...
-        self._rng = random.Random(0)
-        self._warned: set[str] = set()
-        self.event_loop = event_loop_available(event_loop)  # uvloop when installed: less CPU per request
+        self._rng, self._warned = random.Random(0), set()
         self._loop = new_event_loop(self.event_loop)  # runs only inside stream()/generate()/close(), in the caller's thread
         self._call_lock = threading.Lock()
         self._cond: Optional[asyncio.Condition] = None

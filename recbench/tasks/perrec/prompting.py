@@ -13,7 +13,7 @@ import numpy as np
 from recbench.api.parsing import Parsed
 from recbench.api.prompts import get_template, render
 from recbench.api.task import Method, TaskView
-from recbench.tasks.perrec import display_order, settings
+from recbench.tasks.perrec import settings
 from recbench.tasks.perrec.display_order import permutation as _permutation  # noqa: F401
 from recbench.tasks.perrec.display_order import presentation_order  # noqa: F401 - the methods' import
 from recbench.tasks.perrec.lazy import LazyMember
@@ -183,10 +183,6 @@ class PerRecMethod(Method[PerRecTaskView]):
     settings_rules = settings.PROMPTED  # valid values of the method keys, checked before anything is loaded
     conf_defaults = True  # every key is read (conf/method/perrec/<name>.yaml): a hand-built config gets the rest there
     _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
-
-    def prepare(self, examples: list[Example]) -> None:
-        """Mix the seed words of every example's display order at once (the display order is unchanged)."""
-        display_order.prepare(self.seed, [e.id for e in examples])
 
     # ---- variants (read once) -------------------------------------------------------------------
     @functools.cached_property
