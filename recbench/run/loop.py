@@ -224,8 +224,8 @@ class EvalLoop:
                          endpoint=resp.endpoint)
         if self.store_prompts:  # each distinct prompt once per run dir, in prompts.jsonl, referenced by its hash
             keys = self._key_maker()
-            rec.prompt, messages = keys.prompt_hash(req)
-            self.store.add_prompt(rec.prompt, messages, lambda: keys.prompt_line(req, rec.prompt))
+            rec.prompt = h = keys.prompt_key(req)
+            self.store.add_prompt(h, None, lambda: keys.prompt_line(req, h))
         return rec
 
     def _finish(self, act: _Active, outcome: Any) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import sqlite3
 import threading
 import time
+from json.encoder import encode_basestring, encode_basestring_ascii
 from pathlib import Path
 from typing import Any, Optional
 
@@ -52,7 +54,21 @@ def _canon(obj: Any) -> str:
 
 
 def _canon_str(s: Any) -> str:
-    return json.dumps(s, ensure_ascii=False)
+    """json.dumps(s, ensure_ascii=False): a str through the encoder's own function, anything else through dumps."""
+    return encode_basestring(s) if type(s) is str else json.dumps(s, ensure_ascii=False)
+
+
+def _ascii_str(s: Any) -> str:
+    """json.dumps(s): a str through the encoder's own function, anything else through dumps."""
+    return encode_basestring_ascii(s) if type(s) is str else json.dumps(s)
+
+
+def _number(v: Any) -> Optional[str]:
+    """json.dumps of an int or a finite float (their reprs, as the encoder writes them); None for anything else."""
+    t = type(v)
+    if t is int or (t is float and math.isfinite(v)):
+        return repr(v)
+    return None
 
 
 class KeyMaker:
@@ -69,11 +85,11 @@ class KeyMaker:
         self.model_name = str(identity.get("name", identity.get("kind")))
         self._by_example = bool(identity.get("keyed_by_example"))
         self._model_part = '"model": ' + _canon(identity) + ', "request": '
-        self._prompts: dict[tuple, tuple[str, list[dict[str, str]]]] = {}
+        self._hashes: dict[tuple, str] = {}  # messages -> prompt hash
         self._params: dict[tuple, tuple[str, str]] = {}  # (sampling, constraint, adapter, logprobs) -> text around messages
-        # messages -> each message's (content, role) JSON, from key() until prompt_hash() takes them for prompt_line()
+        # messages -> each message's (content, role) JSON, from key() until prompt_key() takes them for prompt_line()
         self._msg_json: dict[tuple, list[tuple[str, str]]] = {}
-        self._last: tuple[tuple, list[tuple[str, str]]] = ((), [])  # the messages prompt_hash() took last, encoded
+        self._last: tuple[tuple, list[tuple[str, str]]] = ((), [])  # the messages prompt_key() took last, encoded
 
     def _around_messages(self, request: Request) -> tuple[str, str]:
         """Canonical JSON of the request content before and after the messages (keys sorted: adapter,
@@ -106,26 +122,29 @@ class KeyMaker:
         """The cache key of a request (equal to sha256_json of the payload dict)."""
         head, tail = self._around_messages(request)
         parts = self._encoded(request)
-        if request.messages not in self._prompts:  # kept for prompt_hash (prompts.jsonl), which takes it once
+        if request.messages not in self._hashes:  # kept for prompt_key (prompts.jsonl), which takes it once
             self._msg_json[request.messages] = parts
         text = "{" + self._model_part + head + self._joined(parts) + tail + "}"
         if self._by_example:  # replay backends (predictions): the answer depends on the example id
             text = '{"example_id": ' + _canon(request.example_id) + ", " + text[1:]
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def prompt_hash(self, request: Request) -> tuple[str, list[dict[str, str]]]:
-        """(hash of the messages as stored in prompts.jsonl, the message dicts), memoized per distinct prompt."""
-        got = self._prompts.get(request.messages)
+    def prompt_key(self, request: Request) -> str:
+        """The hash of the request's messages as stored in prompts.jsonl, memoized per distinct prompt."""
+        got = self._hashes.get(request.messages)
         if got is None:
             parts = self._msg_json.pop(request.messages, None) or self._encoded(request)
             self._last = (request.messages, parts)
-            got = self._prompts[request.messages] = (hashlib.sha256(self._joined(parts).encode()).hexdigest()[:20],
-                                                     request.message_dicts())
+            got = self._hashes[request.messages] = hashlib.sha256(self._joined(parts).encode()).hexdigest()[:20]
         return got
+
+    def prompt_hash(self, request: Request) -> tuple[str, list[dict[str, str]]]:
+        """(hash of the messages as stored in prompts.jsonl, the message dicts)."""
+        return self.prompt_key(request), request.message_dicts()
 
     def prompt_line(self, request: Request, prompt_hash: str) -> str:
         """The prompts.jsonl line of a request's prompt, json.dumps({"key": prompt_hash, "messages": message dicts},
-        ensure_ascii=False) as text, from the messages' JSON that key() made (when prompt_hash() took them last)."""
+        ensure_ascii=False) as text, from the messages' JSON that key() made (when prompt_key() took them last)."""
         messages, parts = self._last
         if messages != request.messages:
             parts = self._encoded(request)
@@ -216,7 +235,8 @@ class ResponseCache:
 
     def _request_json(self, req: Request) -> str:
         """json.dumps(req.content_dict()), the request column (plan mode looks rows up by this text): the text after
-        the messages is built once per distinct sampling, constraint, adapter and logprobs."""
+        the messages is built once per distinct sampling, constraint, adapter and logprobs; the messages' text is
+        assembled as json.dumps writes a list of {"role", "content"} dicts."""
         pk = (req.sampling, req.constraint, req.adapter, req.logprobs)
         tail = self._tails.get(pk)
         if tail is None:
@@ -224,13 +244,25 @@ class ResponseCache:
             full = json.dumps(d)
             self._tails[pk] = full[len('{"messages": ') + len(json.dumps(d["messages"])):]
             return full
-        return '{"messages": ' + json.dumps(req.message_dicts()) + tail
+        body = ", ".join('{"role": ' + _ascii_str(r) + ', "content": ' + _ascii_str(c) + "}" for r, c in req.messages)
+        return '{"messages": [' + body + "]" + tail
 
     @staticmethod
     def _payload(resp: Response) -> dict[str, Any]:
         """The stored fields of a response (the JSON of the response column)."""
         return {"text": resp.text, "finish_reason": resp.finish_reason, "prompt_tokens": resp.prompt_tokens,
                 "completion_tokens": resp.completion_tokens, "latency_s": resp.latency_s, "logprobs": resp.logprobs}
+
+    @classmethod
+    def _payload_json(cls, resp: Response) -> str:
+        """json.dumps(_payload(resp)), written out for the usual field types (str, int, finite float, no logprobs)."""
+        pt, ct, lat = _number(resp.prompt_tokens), _number(resp.completion_tokens), _number(resp.latency_s)
+        if (pt is None or ct is None or lat is None or resp.logprobs is not None or type(resp.text) is not str
+                or type(resp.finish_reason) is not str):
+            return json.dumps(cls._payload(resp))
+        return ('{"text": ' + encode_basestring_ascii(resp.text) + ', "finish_reason": '
+                + encode_basestring_ascii(resp.finish_reason) + ', "prompt_tokens": ' + pt + ', "completion_tokens": '
+                + ct + ', "latency_s": ' + lat + ', "logprobs": null}')
 
     def put_many(self, items: list[tuple[str, str, Request, Response]]) -> int:
         """Store (key, model_name, request, response) rows, skipping errors; returns rows written."""
@@ -240,7 +272,7 @@ class ResponseCache:
         for key, model, req, resp in items:
             if not resp.ok:
                 continue
-            rows.append((key, model, self._request_json(req), json.dumps(self._payload(resp)), time.time()))
+            rows.append((key, model, self._request_json(req), self._payload_json(resp), time.time()))
         if rows:
             with self._lock:
                 try:
