@@ -46,7 +46,7 @@ def messages_hash(messages: list[dict[str, Any]]) -> str:
 
 def cache_key(identity: dict[str, Any], request: Request) -> str:
     """Key = hash(backend kind, model name + file/revision hash, chat template, adapter, messages, sampling, constraint)."""
-    return KeyMaker(identity).key(request)
+    return KeyMaker(identity, prompts=False).key(request)
 
 
 def _canon(obj: Any) -> str:
@@ -76,43 +76,57 @@ class KeyMaker:
 
     The key is sha256 of the canonical JSON of {"model": identity, "request": content} (plus "example_id" for
     replay backends whose identity sets keyed_by_example). The canonical text is assembled from parts, each
-    serialized once: the identity per KeyMaker, sampling/constraint/adapter/logprobs per distinct value, the
-    messages per request; the messages' text is reused for the prompt hash of prompts.jsonl. The result equals
-    sha256_json of the payload dict (tests/core/test_core_cache.py checks it)."""
+    serialized once: the identity per KeyMaker, sampling/constraint/adapter/logprobs per distinct value (with the
+    hash of the text before the messages, copied per request), the messages per request; the messages' UTF-8 text is
+    hashed for the prompt hash of prompts.jsonl at the same time (`prompts=True`), and their parts are reused for its
+    line. The result equals sha256_json of the payload dict (tests/core/test_core_keymaker.py checks it)."""
 
-    def __init__(self, identity: dict[str, Any]):
+    def __init__(self, identity: dict[str, Any], prompts: bool = True):
         self.identity = identity
         self.model_name = str(identity.get("name", identity.get("kind")))
         self._by_example = bool(identity.get("keyed_by_example"))
+        self._prompts = prompts  # hash each request's messages for prompts.jsonl when its key is made
         self._model_part = '"model": ' + _canon(identity) + ', "request": '
         self._hashes: dict[tuple, str] = {}  # messages -> prompt hash
-        self._params: dict[tuple, tuple[str, str]] = {}  # (sampling, constraint, adapter, logprobs) -> text around messages
-        # messages -> each message's (content, role) JSON, from key() until prompt_key() takes them for prompt_line()
-        self._msg_json: dict[tuple, list[tuple[str, str]]] = {}
+        # (sampling, constraint, adapter, logprobs) -> text around the messages, the hash of "{" + model + the text
+        # before them, the UTF-8 text after them + "}"
+        self._params: dict[tuple, tuple[str, str, Any, bytes]] = {}
+        # messages -> (each message's (content, role) JSON, their prompt hash or None), from key() until prompt_key()
+        # takes them for prompt_line()
+        self._msg_json: dict[tuple, tuple[list[tuple[str, str]], Optional[str]]] = {}
         self._last: tuple[tuple, list[tuple[str, str]]] = ((), [])  # the messages prompt_key() took last, encoded
 
-    def _around_messages(self, request: Request) -> tuple[str, str]:
+    def _around_messages(self, request: Request) -> tuple[str, str, Any, bytes]:
         """Canonical JSON of the request content before and after the messages (keys sorted: adapter,
-        constraint, logprobs, messages, sampling), cached per distinct parameter set."""
+        constraint, logprobs, messages, sampling), the hash of the key text before the messages and the UTF-8 text
+        after them, cached per distinct parameter set."""
         pk = (request.sampling, request.constraint, request.adapter, request.logprobs)
         got = self._params.get(pk)
         if got is None:
             c = request.constraint.to_dict() if request.constraint else None
             head = ('{"adapter": ' + _canon(request.adapter) + ', "constraint": ' + _canon(c) + ', "logprobs": '
                     + _canon(request.logprobs) + ', "messages": ')
-            got = self._params[pk] = (head, ', "sampling": ' + _canon(request.sampling.to_dict()) + "}")
+            tail = ', "sampling": ' + _canon(request.sampling.to_dict()) + "}"
+            got = self._params[pk] = (head, tail, hashlib.sha256(("{" + self._model_part + head).encode()),
+                                      (tail + "}").encode())
         return got
 
     def _encoded(self, request: Request) -> list[tuple[str, str]]:
         """Each message's content and role as JSON strings (non-ASCII kept), from key() or encoded now."""
-        parts = self._msg_json.get(request.messages)
-        if parts is None:
-            parts = [(_canon_str(c), _canon_str(r)) for r, c in request.messages]
-        return parts
+        kept = self._msg_json.get(request.messages)
+        if kept is None:
+            return [(_canon_str(c), _canon_str(r)) for r, c in request.messages]
+        return kept[0]
 
     @staticmethod
     def _joined(parts: list[tuple[str, str]]) -> str:
-        return "[" + ", ".join('{"content": ' + c + ', "role": ' + r + "}" for c, r in parts) + "]"
+        pieces = ["["]
+        for c, r in parts:
+            pieces += ('{"content": ', c, ', "role": ', r, "}, ")
+        if len(pieces) > 1:
+            pieces[-1] = "}"
+        pieces.append("]")
+        return "".join(pieces)
 
     def messages_json(self, request: Request) -> str:
         """Canonical JSON of the request's message dicts (== json of message_dicts() with sorted keys)."""
@@ -120,22 +134,29 @@ class KeyMaker:
 
     def key(self, request: Request) -> str:
         """The cache key of a request (equal to sha256_json of the payload dict)."""
-        head, tail = self._around_messages(request)
+        head, tail, before, after = self._around_messages(request)
         parts = self._encoded(request)
+        messages = self._joined(parts).encode()
         if request.messages not in self._hashes:  # kept for prompt_key (prompts.jsonl), which takes it once
-            self._msg_json[request.messages] = parts
-        text = "{" + self._model_part + head + self._joined(parts) + tail + "}"
+            ph = hashlib.sha256(messages).hexdigest()[:20] if self._prompts else None
+            self._msg_json[request.messages] = (parts, ph)
         if self._by_example:  # replay backends (predictions): the answer depends on the example id
-            text = '{"example_id": ' + _canon(request.example_id) + ", " + text[1:]
-        return hashlib.sha256(text.encode()).hexdigest()
+            text = '{"example_id": ' + _canon(request.example_id) + ", " + self._model_part + head
+            return hashlib.sha256(text.encode() + messages + after).hexdigest()
+        h = before.copy()
+        h.update(messages)
+        h.update(after)
+        return h.hexdigest()
 
     def prompt_key(self, request: Request) -> str:
         """The hash of the request's messages as stored in prompts.jsonl, memoized per distinct prompt."""
         got = self._hashes.get(request.messages)
         if got is None:
-            parts = self._msg_json.pop(request.messages, None) or self._encoded(request)
+            parts, got = self._msg_json.pop(request.messages, None) or (self._encoded(request), None)
             self._last = (request.messages, parts)
-            got = self._hashes[request.messages] = hashlib.sha256(self._joined(parts).encode()).hexdigest()[:20]
+            if got is None:
+                got = hashlib.sha256(self._joined(parts).encode()).hexdigest()[:20]
+            self._hashes[request.messages] = got
         return got
 
     def prompt_hash(self, request: Request) -> tuple[str, list[dict[str, str]]]:
@@ -148,8 +169,13 @@ class KeyMaker:
         messages, parts = self._last
         if messages != request.messages:
             parts = self._encoded(request)
-        body = ", ".join('{"role": ' + r + ', "content": ' + c + "}" for c, r in parts)
-        return '{"key": ' + _canon_str(prompt_hash) + ', "messages": [' + body + "]}"
+        pieces = ['{"key": ', _canon_str(prompt_hash), ', "messages": [']
+        for c, r in parts:
+            pieces += ('{"role": ', r, ', "content": ', c, "}, ")
+        if len(parts):
+            pieces[-1] = "}"
+        pieces.append("]}")
+        return "".join(pieces)
 
 
 class ResponseCache:
@@ -244,8 +270,13 @@ class ResponseCache:
             full = json.dumps(d)
             self._tails[pk] = full[len('{"messages": ') + len(json.dumps(d["messages"])):]
             return full
-        body = ", ".join('{"role": ' + _ascii_str(r) + ', "content": ' + _ascii_str(c) + "}" for r, c in req.messages)
-        return '{"messages": [' + body + "]" + tail
+        pieces = ['{"messages": [']
+        for r, c in req.messages:
+            pieces += ('{"role": ', _ascii_str(r), ', "content": ', _ascii_str(c), "}, ")
+        if req.messages:
+            pieces[-1] = "}"
+        pieces += ("]", tail)
+        return "".join(pieces)
 
     @staticmethod
     def _payload(resp: Response) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Optional
 
 from recbench.api.metrics import MetricSpec
 from recbench.api.errors import ConfigError, suggest
-from recbench.stats.bootstrap import kendall_tau_ranks, tau_permutation
+from recbench.stats.bootstrap import kendall_tau_ranks
 from recbench.store.schema import SampleRecord
 from recbench.audits.order import audit_aggregates
 from recbench.stats.baselines import expected_ptc
@@ -198,11 +198,19 @@ def _neg_relative(user: dict[str, Any]) -> Any:
 
 
 def _tau(truth: list[str], pred: Any) -> float:
-    """kendall_tau_ranks(truth, pred), without its sorted checks where both name the same distinct string ids (the
-    same tau_permutation of the same ranks, less one)."""
+    """kendall_tau_ranks(truth, pred) where both name the same distinct string ids, without its sorted checks: the same
+    sum of concordant less discordant pairs over the same division (tau_permutation's), so the same float; any other
+    input goes to kendall_tau_ranks itself."""
     n = len(truth)
-    if type(pred) is list and len(pred) == n:
-        pos = dict(zip(pred, range(n)))
-        if len(pos) == n and pos.keys() == set(truth) and set(map(type, truth)) == {str}:
-            return tau_permutation([pos[u] for u in truth])
-    return kendall_tau_ranks(truth, pred)
+    if type(pred) is not list or len(pred) != n or n < 2:
+        return kendall_tau_ranks(truth, pred)
+    pos = dict(zip(pred, range(n)))
+    ranks = [pos.get(u, -1) if type(u) is str else -1 for u in truth]
+    if len(pos) != n or -1 in ranks or len(set(truth)) != n:
+        return kendall_tau_ranks(truth, pred)
+    s = 0
+    for i in range(n - 1):
+        ri = ranks[i]
+        for rj in ranks[i + 1:]:
+            s += (rj > ri) - (rj < ri)
+    return s / (n * (n - 1) / 2)
