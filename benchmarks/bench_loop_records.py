@@ -7,13 +7,16 @@ after (this tree) in one invocation, on a real PerRecBench listwise workload.
 
 First (in this process, this tree) the workload is built once and pickled: every example's listwise request with
 its real prompt, the stub server's answer to it and the Outcome the method parses from it. Then each tree, in its
-own process (PYTHONPATH=tree), runs `EvalLoop.run` over it `--repeats` times with a fresh run dir and response
-cache: the method is a replay of the stored requests and outcomes and the backend answers from the table, `--window`
+own process (PYTHONPATH=tree), runs `EvalLoop.run` over it with a fresh run dir and response cache, the two trees
+taking turns `--repeats` times (so both see the same load on a shared machine): the method is a replay of the stored requests and outcomes and the backend answers from the table, `--window`
 in flight and `--per-pull` answers between two pulls (as the openai backend's stream does), so the CPU measured is
 the loop's bookkeeping plus a small replay cost that is the same in both trees. CPU is time.process_time (median of
 the repeats); the ratio is before / after. Both trees' samples.jsonl and prompts.jsonl are compared byte for byte
-(less latencies: none differ here, the replayed answers carry fixed ones) and the cache rows (less `created`).
+(the replayed answers carry fixed latencies) and the cache rows (less `created`).
 Results: benchmarks/results/bench_loop_records_<label>.json.
+
+`--sqlite` times the response cache's rows alone (the workload's real requests and answers, `--per-pull` rows per
+transaction) with SQLite's default checkpoint interval and this tree's: bench_loop_records_sqlite_<label>.json.
 """
 from __future__ import annotations
 
@@ -153,8 +156,40 @@ def time_tree(pkl: Path, work: Path, repeats: int, window: int, per_pull: int) -
         store.close()
         cache.close()
         cpu.append(time.process_time() - t)
-        print(f"  repeat {i}: {cpu[-1]:.2f} s cpu, load {os.getloadavg()[0]:.2f}", flush=True)
     return {"cpu_s": cpu, "examples": len(examples)}
+
+
+def time_sqlite(pkl: Path, work: Path, repeats: int, per_pull: int) -> dict:
+    """The response cache's rows alone (ResponseCache.put_many, `per_pull` rows per transaction), with SQLite's
+    default checkpoint interval (1000 pages) and with this tree's (WAL_CHECKPOINT_PAGES): CPU and wall per row."""
+    from recbench.store import response_cache as rc
+    from recbench.store.response_cache import KeyMaker, ResponseCache
+
+    with open(pkl, "rb") as f:
+        w = pickle.load(f)
+    km = KeyMaker(w["identity"])
+    items = [(km.key(q), "stub", q, r) for _, reqs, resps, _ in w["rows"] for q, r in zip(reqs, resps)]
+    out: dict = {}
+    for rnd in range(repeats):
+        for pages in (1000, rc.WAL_CHECKPOINT_PAGES):
+            db = work / "sqlite.sqlite"
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            rc.WAL_CHECKPOINT_PAGES = pages
+            cache = ResponseCache(db)
+            t, c = time.perf_counter(), time.process_time()
+            for i in range(0, len(items), per_pull):
+                cache.put_many(items[i : i + per_pull])
+            cache.close()
+            row = out.setdefault(str(pages), {"cpu_us_per_row": [], "wall_us_per_row": []})
+            row["cpu_us_per_row"].append(round((time.process_time() - c) / len(items) * 1e6, 1))
+            row["wall_us_per_row"].append(round((time.perf_counter() - t) / len(items) * 1e6, 1))
+            print(f"round {rnd} wal_autocheckpoint={pages}: {row['cpu_us_per_row'][-1]} us cpu, "
+                  f"{row['wall_us_per_row'][-1]} us wall per row, load {os.getloadavg()[0]:.2f}", flush=True)
+    for row in out.values():
+        row["median_cpu_us"] = statistics.median(row["cpu_us_per_row"])
+        row["median_wall_us"] = statistics.median(row["wall_us_per_row"])
+    return out
 
 
 def _cache_rows(db: Path) -> list:
@@ -173,14 +208,16 @@ def main() -> None:
     p.add_argument("--before", type=Path, help="the older checkout (the baseline)")
     p.add_argument("--label", default="local")
     p.add_argument("--work", type=Path, default=Path("/tmp/bench_loop_records"))
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5, help="runs of each tree, taking turns")
     p.add_argument("--window", type=int, default=64)
     p.add_argument("--per-pull", type=int, default=4)
     p.add_argument("--reuse", action="store_true", help="reuse the pickled workload of an earlier invocation")
+    p.add_argument("--sqlite", action="store_true", help="time the response cache's rows alone, by checkpoint interval")
     p.add_argument("--time-only", type=Path, help=argparse.SUPPRESS)  # the child: time this tree on this workload
+    p.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)  # the child's round: its run dir
     a = p.parse_args()
     if a.time_only:
-        print(json.dumps(time_tree(a.time_only, a.work, a.repeats, a.window, a.per_pull)))
+        print(json.dumps(time_tree(a.time_only, a.work / f"round{a.round}", a.repeats, a.window, a.per_pull)))
         return
     a.work.mkdir(parents=True, exist_ok=True)
     if a.derived and not (a.work / "derived").exists():
@@ -190,27 +227,40 @@ def main() -> None:
         t = time.time()
         build_workload(a)
         print(f"workload built in {time.time() - t:.1f} s", flush=True)
-    rows = {}
-    for name, tree in ([("before", a.before)] if a.before else []) + [("after", ROOT)]:
-        print(f"{name}: {tree} (load {os.getloadavg()[0]:.2f})", flush=True)
-        sub = a.work / name
-        env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
-        out = subprocess.run([sys.executable, __file__, "--time-only", str(pkl), "--work", str(sub), "--repeats",
-                              str(a.repeats), "--window", str(a.window), "--per-pull", str(a.per_pull)],
-                             env=env, cwd=str(tree), capture_output=True, text=True)
-        sys.stdout.write("\n".join(l for l in out.stdout.splitlines() if l.startswith("  ")) + "\n")
-        if out.returncode:
-            sys.exit(f"{name} failed:\n{out.stderr[-3000:]}")
-        r = json.loads(out.stdout.splitlines()[-1])
+    if a.sqlite:
+        res = {"label": a.label, "limit": a.limit, "per_pull": a.per_pull, "rows": time_sqlite(pkl, a.work, a.repeats,
+                                                                                              a.per_pull)}
+        out = ROOT / "benchmarks" / "results" / f"bench_loop_records_sqlite_{a.label}.json"
+        out.write_text(json.dumps(res, indent=2))
+        print(f"results: {out}")
+        return
+    trees = ([("before", a.before)] if a.before else []) + [("after", ROOT)]
+    rows = {name: {"cpu_s": [], "examples": 0} for name, _ in trees}
+    for rnd in range(a.repeats):  # the trees take turns, one run each, so both see the same load
+        for name, tree in trees:
+            sub = a.work / name
+            env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+            out = subprocess.run([sys.executable, __file__, "--time-only", str(pkl), "--work", str(sub), "--repeats",
+                                  "1", "--window", str(a.window), "--per-pull", str(a.per_pull), "--round", str(rnd)],
+                                 env=env, cwd=str(tree), capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"{name} failed:\n{out.stderr[-3000:]}")
+            r = json.loads(out.stdout.splitlines()[-1])
+            rows[name]["cpu_s"] += r["cpu_s"]
+            rows[name]["examples"] = r["examples"]
+            print(f"round {rnd} {name}: {r['cpu_s'][0]:.2f} s cpu, load {os.getloadavg()[0]:.2f}", flush=True)
+            if rnd:  # round 0's files are compared below; the others only take room
+                shutil.rmtree(sub / f"round{rnd}", ignore_errors=True)
+    for name, r in rows.items():
         r["median_cpu_s"] = statistics.median(r["cpu_s"])
         r["us_per_answer"] = round(r["median_cpu_s"] / r["examples"] * 1e6, 1)
-        rows[name] = r
         print(f"{name}: median {r['median_cpu_s']:.2f} s cpu, {r['us_per_answer']} us per answer", flush=True)
     res = {"label": a.label, "data": str(a.data), "limit": a.limit, "window": a.window, "per_pull": a.per_pull,
            "repeats": a.repeats, "rows": rows, "load_end": os.getloadavg()[0]}
     if "before" in rows:
         b, f = a.work / "before", a.work / "after"
         res["ratio_before_over_after"] = round(rows["before"]["median_cpu_s"] / rows["after"]["median_cpu_s"], 2)
+        b, f = b / "round0", f / "round0"
         res["identical"] = {name: (b / "run0" / name).read_bytes() == (f / "run0" / name).read_bytes()
                             for name in ("samples.jsonl", "prompts.jsonl")}
         res["identical"]["cache rows"] = _cache_rows(b / "cache0.sqlite") == _cache_rows(f / "cache0.sqlite")

@@ -28,6 +28,15 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
+#: WAL pages between two automatic checkpoints (SQLite's default is 1000): a run writes one transaction per backend
+#: pull, each touching a few random pages of the key index; checkpointing every 16,000 pages (64 MiB of WAL at most)
+#: writes each such page to the database once instead of again and again, and fsyncs 16x less often
+#: (benchmarks/bench_loop_records.py --sqlite). A killed process loses no committed row either way: the WAL is read
+#: back on the next open; only an OS crash or power loss (synchronous=NORMAL) can lose the commits since the last
+#: checkpoint, answers that are then asked again.
+WAL_CHECKPOINT_PAGES = 16000
+
+
 class CacheError(RuntimeError):
     """The response cache file cannot be used (corrupt, not a database)."""
 
@@ -198,6 +207,7 @@ class ResponseCache:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._conn.execute("PRAGMA busy_timeout=60000")
+                self._conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
                 self._conn.execute(SCHEMA)
                 self._conn.execute("SELECT key FROM responses LIMIT 1").fetchall()
             except (sqlite3.Error, OSError) as e:
