@@ -217,7 +217,8 @@ class EvalLoop:
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
         if resp.ok:
-            self.cache.put_later(key, self._keys.model_name if self._keys else "", req, resp)  # written at the next pull
+            keys = self._key_maker()  # the messages' JSON its key was made from serves the cache row too
+            self.cache.put_later(key, keys.model_name, req, resp, keys.request_messages_json(req))  # written at next pull
         for act, i in self._waiting.pop(key, []):
             self._fill(act, i, key, resp)
         self._settle()

@@ -104,6 +104,7 @@ class KeyMaker:
         # takes them for prompt_line()
         self._msg_json: dict[tuple, tuple[list[tuple[str, str]], Optional[str]]] = {}
         self._last: tuple[tuple, list[tuple[str, str]]] = ((), [])  # the messages prompt_key() took last, encoded
+        self._body: tuple[Optional[tuple], str] = (None, "")  # the messages request_messages_json() saw last, their text
 
     def _around_messages(self, request: Request) -> tuple[str, str, Any, bytes]:
         """Canonical JSON of the request content before and after the messages (keys sorted: adapter,
@@ -172,19 +173,34 @@ class KeyMaker:
         """(hash of the messages as stored in prompts.jsonl, the message dicts)."""
         return self.prompt_key(request), request.message_dicts()
 
+    def request_messages_json(self, request: Request) -> Optional[str]:
+        """json.dumps(request.message_dicts()) (the response cache's request column) from the messages' JSON that
+        key() made, while prompt_key() has not taken it yet and when it is ASCII without DEL (then the same text as
+        with ensure_ascii); None otherwise. prompt_line() reuses the text."""
+        kept = self._msg_json.get(request.messages)
+        if kept is None:
+            return None
+        body = self._role_first(kept[0])
+        self._body = (request.messages, body)
+        return "[" + body + "]" if body.isascii() and "\x7f" not in body else None  # DEL: escaped by ensure_ascii
+
+    @staticmethod
+    def _role_first(parts: list[tuple[str, str]]) -> str:
+        pieces = []
+        for c, r in parts:
+            pieces += ('{"role": ', r, ', "content": ', c, "}, ")
+        if pieces:
+            pieces[-1] = "}"
+        return "".join(pieces)
+
     def prompt_line(self, request: Request, prompt_hash: str) -> str:
         """The prompts.jsonl line of a request's prompt, json.dumps({"key": prompt_hash, "messages": message dicts},
         ensure_ascii=False) as text, from the messages' JSON that key() made (when prompt_key() took them last)."""
-        messages, parts = self._last
-        if messages != request.messages:
-            parts = self._encoded(request)
-        pieces = ['{"key": ', _canon_str(prompt_hash), ', "messages": [']
-        for c, r in parts:
-            pieces += ('{"role": ', r, ', "content": ', c, "}, ")
-        if len(parts):
-            pieces[-1] = "}"
-        pieces.append("]}")
-        return "".join(pieces)
+        messages, body = self._body
+        if messages is not request.messages and messages != request.messages:
+            messages, parts = self._last
+            body = self._role_first(parts if messages == request.messages else self._encoded(request))
+        return '{"key": ' + _canon_str(prompt_hash) + ', "messages": [' + body + "]}"
 
 
 class ResponseCache:
@@ -197,7 +213,8 @@ class ResponseCache:
         self.misses = 0
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
-        self._pending: dict[str, tuple[str, Request, Response]] = {}  # put_later rows not yet committed (flush)
+        # put_later rows not yet committed (flush): model, request, response, the messages' JSON when the caller has it
+        self._pending: dict[str, tuple[str, Request, Response, Optional[str]]] = {}
         self._tails: dict[tuple, str] = {}  # request JSON after the messages, per distinct parameters (_request_json)
         if enabled:
             with writing(self.path.parent, "the cache folder", CACHE_FIX):
@@ -256,23 +273,25 @@ class ResponseCache:
         """Store one successful response at once (an error is not stored); returns rows written."""
         return self.put_many([(key, model, request, response)])
 
-    def put_later(self, key: str, model: str, request: Request, response: Response) -> None:
-        """Hold one successful response for the next `flush()` (get_many reads it already; an error is not held)."""
+    def put_later(self, key: str, model: str, request: Request, response: Response,
+                  messages_json: Optional[str] = None) -> None:
+        """Hold one successful response for the next `flush()` (get_many reads it already; an error is not held);
+        `messages_json`, when given, is json.dumps(request.message_dicts()), made by the caller already."""
         if self._conn is not None and response.ok:
-            self._pending[key] = (model, request, response)
+            self._pending[key] = (model, request, response, messages_json)
 
     def flush(self) -> int:
         """Commit the responses `put_later` holds, in one transaction; returns rows written."""
         if not self._pending:
             return 0
-        n = self.put_many([(k, m, q, r) for k, (m, q, r) in self._pending.items()])
+        n = self._write([(k, *row) for k, row in self._pending.items()])
         self._pending = {}
         return n
 
-    def _request_json(self, req: Request) -> str:
+    def _request_json(self, req: Request, messages_json: Optional[str] = None) -> str:
         """json.dumps(req.content_dict()), the request column (plan mode looks rows up by this text): the text after
         the messages is built once per distinct sampling, constraint, adapter and logprobs; the messages' text is
-        assembled as json.dumps writes a list of {"role", "content"} dicts."""
+        `messages_json` when given, else assembled as json.dumps writes a list of {"role", "content"} dicts."""
         pk = (req.sampling, req.constraint, req.adapter, req.logprobs)
         tail = self._tails.get(pk)
         if tail is None:
@@ -280,6 +299,8 @@ class ResponseCache:
             full = json.dumps(d)
             self._tails[pk] = full[len('{"messages": ') + len(json.dumps(d["messages"])):]
             return full
+        if messages_json is not None:
+            return '{"messages": ' + messages_json + tail
         pieces = ['{"messages": [']
         for r, c in req.messages:
             pieces += ('{"role": ', _ascii_str(r), ', "content": ', _ascii_str(c), "}, ")
@@ -307,13 +328,17 @@ class ResponseCache:
 
     def put_many(self, items: list[tuple[str, str, Request, Response]]) -> int:
         """Store (key, model_name, request, response) rows, skipping errors; returns rows written."""
+        return self._write([(*item, None) for item in items])
+
+    def _write(self, items: list[tuple[str, str, Request, Response, Optional[str]]]) -> int:
+        """put_many of (key, model_name, request, response, the messages' JSON or None) rows."""
         if self._conn is None:
             return 0
         rows = []
-        for key, model, req, resp in items:
+        for key, model, req, resp, messages in items:
             if not resp.ok:
                 continue
-            rows.append((key, model, self._request_json(req), self._payload_json(resp), time.time()))
+            rows.append((key, model, self._request_json(req, messages), self._payload_json(resp), time.time()))
         if rows:
             with self._lock:
                 try:

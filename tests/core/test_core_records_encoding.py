@@ -113,3 +113,29 @@ def test_keys_and_prompt_lines_of_odd_message_lists():
             assert km.prompt_line(r, h) == json.dumps({"key": h, "messages": r.message_dicts()}, ensure_ascii=False)
     fresh = KeyMaker({"kind": "openai", "name": "m"})
     assert fresh.prompt_key(reqs[1]) == sha256_json(reqs[1].message_dicts())[:20]  # no key() first
+
+
+def test_request_messages_json_is_the_cache_text_or_none(tmp_path):
+    """KeyMaker.request_messages_json: json.dumps of the message dicts where the messages' JSON from key() is ASCII
+    (DEL aside: ensure_ascii escapes it), else None; a row written with it equals one written without; prompt_line
+    reuses its text."""
+    from recbench.store.response_cache import KeyMaker
+
+    km = KeyMaker({"kind": "openai", "name": "m"})
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    reqs = [Request.chat([{"role": "user", "content": s}], SamplingParams()) for s in ODD + ["del \x7f", "ascii"]]
+    seen = 0
+    for r in reqs + _requests():
+        assert km.request_messages_json(r) is None  # no key made yet
+        km.key(r)
+        got = km.request_messages_json(r)
+        want = json.dumps(r.message_dicts())
+        assert got is None or got == want
+        seen += got is not None
+        cache._request_json(r)  # the tail of this parameter set is known from here on
+        assert cache._request_json(r, got) == cache._request_json(r) == json.dumps(r.content_dict())
+        h = km.prompt_key(r)
+        assert km.prompt_line(r, h) == json.dumps({"key": h, "messages": r.message_dicts()}, ensure_ascii=False)
+        assert km.request_messages_json(r) is None  # prompt_key() took the parts
+    assert seen >= 3 and km.request_messages_json(reqs[-1]) is None
+    cache.close()
