@@ -14,8 +14,9 @@ and outcomes; the backend answers from the table, `--window` in flight and `--pe
 bookkeeping plus a small replay cost that is the same in both trees. CPU is time.process_time, the median of the
 runs; the ratio is before / after. Both trees' samples.jsonl and prompts.jsonl are compared byte for byte (the
 replayed answers carry fixed latencies) and the cache rows (less `created`).
-Results: benchmarks/results/bench_loop_records_<label>.json (60k: 60,000 groups of ml-10M, 2026-11-26, load ~2:
-158.8 -> 104.1 us per answer, x1.52, identical).
+Results: benchmarks/results/bench_loop_records_<label>.json (60k: 60,000 groups of ml-10M, 2026-11-26, before =
+main at 237ad16, 5 turns each, load 1.1-1.6: 210.3 -> 125.2 us per answer, x1.68, identical; an earlier invocation
+at load ~2 without the last change, the cache row's reused messages text: 158.8 -> 104.1, x1.52).
 
 `--sqlite` times the response cache's rows alone (the workload's real requests and answers, `--per-pull` rows per
 transaction) with SQLite's default checkpoint interval and this tree's: bench_loop_records_sqlite_<label>.json.
