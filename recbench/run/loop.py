@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: examples admitted or finished between two gc.freeze() calls (EvalLoop._grown): each full collection then walks at
+#: most this many examples' objects, not every example in progress and every record of the run so far; objects alive
+#: at a freeze that die later in a reference cycle wait for the run's end to be collected
+FREEZE_EVERY = 4096
+
 
 @dataclass(eq=False)
 class _Active:
@@ -79,6 +84,7 @@ class EvalLoop:
         self._keys: Optional[KeyMaker] = KeyMaker(backend.identity()) if backend is not None else None
         self._scored: dict[str, bool] = {}  # metric names score() returned, checked against the task's declarations
         self._streaming = False  # True while backend.stream runs: writes wait for its next pull
+        self._unfrozen = 0  # examples admitted or finished since the last gc.freeze()
 
     @property
     def backend(self) -> Optional[Backend]:
@@ -142,6 +148,7 @@ class EvalLoop:
         while self._todo and (self.max_active is None or self._active < self.max_active):
             ex = self._todo.popleft()
             self._active += 1
+            self._grown(1)
             self._advance(_Active(ex, self.method.run(ex)), None)
 
     def _advance(self, act: _Active, responses: Optional[list[Response]]) -> None:
@@ -210,7 +217,8 @@ class EvalLoop:
         self.stats.prompt_tokens += resp.prompt_tokens
         self.stats.completion_tokens += resp.completion_tokens
         if resp.ok:
-            self.cache.put_later(key, self._keys.model_name if self._keys else "", req, resp)  # written at the next pull
+            keys = self._key_maker()  # the messages' JSON its key was made from serves the cache row too
+            self.cache.put_later(key, keys.model_name, req, resp, keys.request_messages_json(req))  # written at next pull
         for act, i in self._waiting.pop(key, []):
             self._fill(act, i, key, resp)
         self._settle()
@@ -224,8 +232,8 @@ class EvalLoop:
                          endpoint=resp.endpoint)
         if self.store_prompts:  # each distinct prompt once per run dir, in prompts.jsonl, referenced by its hash
             keys = self._key_maker()
-            rec.prompt, messages = keys.prompt_hash(req)
-            self.store.add_prompt(rec.prompt, messages, lambda: keys.prompt_line(req, rec.prompt))
+            rec.prompt = h = keys.prompt_key(req)
+            self.store.add_prompt(h, None, lambda: keys.prompt_line(req, h))
         return rec
 
     def _finish(self, act: _Active, outcome: Any) -> None:
@@ -246,7 +254,19 @@ class EvalLoop:
         self.cache.flush()
         if self._finished:
             self.store.append_many(self._finished)
+            if self._streaming:  # the records live through the run (the store keeps them for the aggregate)
+                self._grown(len(self._finished))
             self._finished = []
+
+    def _grown(self, n: int) -> None:
+        """n more objects that live through the run (examples in progress, finished records): every FREEZE_EVERY,
+        collect the young generations and freeze what is left, so full collections need not walk them again and
+        again (gc.unfreeze() when the run ends)."""
+        self._unfrozen += n
+        if self._unfrozen >= FREEZE_EVERY:
+            gc.collect(1)
+            gc.freeze()
+            self._unfrozen = 0
 
     def _abandon(self, act: _Active, error: str) -> None:
         act.gen.close()

@@ -1,15 +1,17 @@
 """SQLite response cache keyed by model identity + full request content; errors are never stored."""
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import math
 import sqlite3
 import threading
 import time
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, Optional
 
+from recbench.store.cache_keys import KeyMaker, _ascii_str, _canon_str, cache_key, messages_hash  # noqa: F401
 from recbench.store.diskspace import DiskFull, disk_full, is_full, writing
 from recbench.api.types import Request, Response
 
@@ -26,6 +28,15 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
+#: WAL pages between two automatic checkpoints (SQLite's default is 1000): a run writes one transaction per backend
+#: pull, each touching a few random pages of the key index; checkpointing every 16,000 pages (64 MiB of WAL at most)
+#: writes each such page to the database once instead of again and again, and fsyncs 16x less often
+#: (benchmarks/bench_loop_records.py --sqlite). A killed process loses no committed row either way: the WAL is read
+#: back on the next open; only an OS crash or power loss (synchronous=NORMAL) can lose the commits since the last
+#: checkpoint, answers that are then asked again.
+WAL_CHECKPOINT_PAGES = 16000
+
+
 class CacheError(RuntimeError):
     """The response cache file cannot be used (corrupt, not a database)."""
 
@@ -35,102 +46,12 @@ CACHE_FIX = ("point cache.path (or RECBENCH_CACHE_DIR) to a disk with room, or r
              "examples are kept and the same command goes on")
 
 
-def messages_hash(messages: list[dict[str, Any]]) -> str:
-    """The prompts.jsonl hash of message dicts: the same value as KeyMaker.prompt_hash of their request."""
-    text = "[" + ", ".join('{"content": ' + _canon_str(m["content"]) + ', "role": ' + _canon_str(m["role"]) + "}"
-                           for m in messages) + "]"
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
-def cache_key(identity: dict[str, Any], request: Request) -> str:
-    """Key = hash(backend kind, model name + file/revision hash, chat template, adapter, messages, sampling, constraint)."""
-    return KeyMaker(identity).key(request)
-
-
-def _canon(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _canon_str(s: Any) -> str:
-    return json.dumps(s, ensure_ascii=False)
-
-
-class KeyMaker:
-    """Cache keys and prompt hashes for one model identity, each computed once per request from canonical JSON.
-
-    The key is sha256 of the canonical JSON of {"model": identity, "request": content} (plus "example_id" for
-    replay backends whose identity sets keyed_by_example). The canonical text is assembled from parts, each
-    serialized once: the identity per KeyMaker, sampling/constraint/adapter/logprobs per distinct value, the
-    messages per request; the messages' text is reused for the prompt hash of prompts.jsonl. The result equals
-    sha256_json of the payload dict (tests/core/test_core_cache.py checks it)."""
-
-    def __init__(self, identity: dict[str, Any]):
-        self.identity = identity
-        self.model_name = str(identity.get("name", identity.get("kind")))
-        self._by_example = bool(identity.get("keyed_by_example"))
-        self._model_part = '"model": ' + _canon(identity) + ', "request": '
-        self._prompts: dict[tuple, tuple[str, list[dict[str, str]]]] = {}
-        self._params: dict[tuple, tuple[str, str]] = {}  # (sampling, constraint, adapter, logprobs) -> text around messages
-        # messages -> each message's (content, role) JSON, from key() until prompt_hash() takes them for prompt_line()
-        self._msg_json: dict[tuple, list[tuple[str, str]]] = {}
-        self._last: tuple[tuple, list[tuple[str, str]]] = ((), [])  # the messages prompt_hash() took last, encoded
-
-    def _around_messages(self, request: Request) -> tuple[str, str]:
-        """Canonical JSON of the request content before and after the messages (keys sorted: adapter,
-        constraint, logprobs, messages, sampling), cached per distinct parameter set."""
-        pk = (request.sampling, request.constraint, request.adapter, request.logprobs)
-        got = self._params.get(pk)
-        if got is None:
-            c = request.constraint.to_dict() if request.constraint else None
-            head = ('{"adapter": ' + _canon(request.adapter) + ', "constraint": ' + _canon(c) + ', "logprobs": '
-                    + _canon(request.logprobs) + ', "messages": ')
-            got = self._params[pk] = (head, ', "sampling": ' + _canon(request.sampling.to_dict()) + "}")
-        return got
-
-    def _encoded(self, request: Request) -> list[tuple[str, str]]:
-        """Each message's content and role as JSON strings (non-ASCII kept), from key() or encoded now."""
-        parts = self._msg_json.get(request.messages)
-        if parts is None:
-            parts = [(_canon_str(c), _canon_str(r)) for r, c in request.messages]
-        return parts
-
-    @staticmethod
-    def _joined(parts: list[tuple[str, str]]) -> str:
-        return "[" + ", ".join('{"content": ' + c + ', "role": ' + r + "}" for c, r in parts) + "]"
-
-    def messages_json(self, request: Request) -> str:
-        """Canonical JSON of the request's message dicts (== json of message_dicts() with sorted keys)."""
-        return self._joined(self._encoded(request))
-
-    def key(self, request: Request) -> str:
-        """The cache key of a request (equal to sha256_json of the payload dict)."""
-        head, tail = self._around_messages(request)
-        parts = self._encoded(request)
-        if request.messages not in self._prompts:  # kept for prompt_hash (prompts.jsonl), which takes it once
-            self._msg_json[request.messages] = parts
-        text = "{" + self._model_part + head + self._joined(parts) + tail + "}"
-        if self._by_example:  # replay backends (predictions): the answer depends on the example id
-            text = '{"example_id": ' + _canon(request.example_id) + ", " + text[1:]
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def prompt_hash(self, request: Request) -> tuple[str, list[dict[str, str]]]:
-        """(hash of the messages as stored in prompts.jsonl, the message dicts), memoized per distinct prompt."""
-        got = self._prompts.get(request.messages)
-        if got is None:
-            parts = self._msg_json.pop(request.messages, None) or self._encoded(request)
-            self._last = (request.messages, parts)
-            got = self._prompts[request.messages] = (hashlib.sha256(self._joined(parts).encode()).hexdigest()[:20],
-                                                     request.message_dicts())
-        return got
-
-    def prompt_line(self, request: Request, prompt_hash: str) -> str:
-        """The prompts.jsonl line of a request's prompt, json.dumps({"key": prompt_hash, "messages": message dicts},
-        ensure_ascii=False) as text, from the messages' JSON that key() made (when prompt_hash() took them last)."""
-        messages, parts = self._last
-        if messages != request.messages:
-            parts = self._encoded(request)
-        body = ", ".join('{"role": ' + r + ', "content": ' + c + "}" for c, r in parts)
-        return '{"key": ' + _canon_str(prompt_hash) + ', "messages": [' + body + "]}"
+def _number(v: Any) -> Optional[str]:
+    """json.dumps of an int or a finite float (their reprs, as the encoder writes them); None for anything else."""
+    t = type(v)
+    if t is int or (t is float and math.isfinite(v)):
+        return repr(v)
+    return None
 
 
 class ResponseCache:
@@ -143,7 +64,8 @@ class ResponseCache:
         self.misses = 0
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
-        self._pending: dict[str, tuple[str, Request, Response]] = {}  # put_later rows not yet committed (flush)
+        # put_later rows not yet committed (flush): model, request, response, the messages' JSON when the caller has it
+        self._pending: dict[str, tuple[str, Request, Response, Optional[str]]] = {}
         self._tails: dict[tuple, str] = {}  # request JSON after the messages, per distinct parameters (_request_json)
         if enabled:
             with writing(self.path.parent, "the cache folder", CACHE_FIX):
@@ -153,6 +75,7 @@ class ResponseCache:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._conn.execute("PRAGMA busy_timeout=60000")
+                self._conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
                 self._conn.execute(SCHEMA)
                 self._conn.execute("SELECT key FROM responses LIMIT 1").fetchall()
             except (sqlite3.Error, OSError) as e:
@@ -201,22 +124,25 @@ class ResponseCache:
         """Store one successful response at once (an error is not stored); returns rows written."""
         return self.put_many([(key, model, request, response)])
 
-    def put_later(self, key: str, model: str, request: Request, response: Response) -> None:
-        """Hold one successful response for the next `flush()` (get_many reads it already; an error is not held)."""
+    def put_later(self, key: str, model: str, request: Request, response: Response,
+                  messages_json: Optional[str] = None) -> None:
+        """Hold one successful response for the next `flush()` (get_many reads it already; an error is not held);
+        `messages_json`, when given, is json.dumps(request.message_dicts()), made by the caller already."""
         if self._conn is not None and response.ok:
-            self._pending[key] = (model, request, response)
+            self._pending[key] = (model, request, response, messages_json)
 
     def flush(self) -> int:
         """Commit the responses `put_later` holds, in one transaction; returns rows written."""
         if not self._pending:
             return 0
-        n = self.put_many([(k, m, q, r) for k, (m, q, r) in self._pending.items()])
+        n = self._write([(k, *row) for k, row in self._pending.items()])
         self._pending = {}
         return n
 
-    def _request_json(self, req: Request) -> str:
+    def _request_json(self, req: Request, messages_json: Optional[str] = None) -> str:
         """json.dumps(req.content_dict()), the request column (plan mode looks rows up by this text): the text after
-        the messages is built once per distinct sampling, constraint, adapter and logprobs."""
+        the messages is built once per distinct sampling, constraint, adapter and logprobs; the messages' text is
+        `messages_json` when given, else assembled as json.dumps writes a list of {"role", "content"} dicts."""
         pk = (req.sampling, req.constraint, req.adapter, req.logprobs)
         tail = self._tails.get(pk)
         if tail is None:
@@ -224,7 +150,15 @@ class ResponseCache:
             full = json.dumps(d)
             self._tails[pk] = full[len('{"messages": ') + len(json.dumps(d["messages"])):]
             return full
-        return '{"messages": ' + json.dumps(req.message_dicts()) + tail
+        if messages_json is not None:
+            return '{"messages": ' + messages_json + tail
+        pieces = ['{"messages": [']
+        for r, c in req.messages:
+            pieces += ('{"role": ', _ascii_str(r), ', "content": ', _ascii_str(c), "}, ")
+        if req.messages:
+            pieces[-1] = "}"
+        pieces += ("]", tail)
+        return "".join(pieces)
 
     @staticmethod
     def _payload(resp: Response) -> dict[str, Any]:
@@ -232,15 +166,30 @@ class ResponseCache:
         return {"text": resp.text, "finish_reason": resp.finish_reason, "prompt_tokens": resp.prompt_tokens,
                 "completion_tokens": resp.completion_tokens, "latency_s": resp.latency_s, "logprobs": resp.logprobs}
 
+    @classmethod
+    def _payload_json(cls, resp: Response) -> str:
+        """json.dumps(_payload(resp)), written out for the usual field types (str, int, finite float, no logprobs)."""
+        pt, ct, lat = _number(resp.prompt_tokens), _number(resp.completion_tokens), _number(resp.latency_s)
+        if (pt is None or ct is None or lat is None or resp.logprobs is not None or type(resp.text) is not str
+                or type(resp.finish_reason) is not str):
+            return json.dumps(cls._payload(resp))
+        return ('{"text": ' + encode_basestring_ascii(resp.text) + ', "finish_reason": '
+                + encode_basestring_ascii(resp.finish_reason) + ', "prompt_tokens": ' + pt + ', "completion_tokens": '
+                + ct + ', "latency_s": ' + lat + ', "logprobs": null}')
+
     def put_many(self, items: list[tuple[str, str, Request, Response]]) -> int:
         """Store (key, model_name, request, response) rows, skipping errors; returns rows written."""
+        return self._write([(*item, None) for item in items])
+
+    def _write(self, items: list[tuple[str, str, Request, Response, Optional[str]]]) -> int:
+        """put_many of (key, model_name, request, response, the messages' JSON or None) rows."""
         if self._conn is None:
             return 0
         rows = []
-        for key, model, req, resp in items:
+        for key, model, req, resp, messages in items:
             if not resp.ok:
                 continue
-            rows.append((key, model, self._request_json(req), json.dumps(self._payload(resp)), time.time()))
+            rows.append((key, model, self._request_json(req, messages), self._payload_json(resp), time.time()))
         if rows:
             with self._lock:
                 try:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from recbench.store.diskspace import DiskFull, writing  # noqa: F401 - DiskFull: what a failed write raises
+from recbench.store.diskspace import DiskFull, disk_full, is_full, writing  # noqa: F401 - DiskFull: what a failed write raises
 from recbench.store.schema import (
     ErrorRecord,
     PlanResult,
@@ -54,12 +54,18 @@ def clean_nan(obj: Any) -> Any:
     return obj
 
 
+#: the encoders json.dumps(obj, default=_json_default, ensure_ascii=False[, allow_nan=False]) builds on every call,
+#: built once (an encoder keeps no state between calls: the same text)
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_json_default)
+_LENIENT = json.JSONEncoder(ensure_ascii=False, default=_json_default)
+
+
 def dumps_line(obj: Any) -> str:
     """One JSON line (NaN -> null), the form of every *.jsonl file in a run dir."""
     try:  # most records hold no NaN: one pass without the copy (same text: tuples are written as lists either way)
-        return json.dumps(obj, default=_json_default, ensure_ascii=False, allow_nan=False) + "\n"
+        return _STRICT.encode(obj) + "\n"
     except ValueError:
-        return json.dumps(clean_nan(obj), default=_json_default, ensure_ascii=False) + "\n"
+        return _LENIENT.encode(clean_nan(obj)) + "\n"
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -191,14 +197,19 @@ class RunStore:
             self._ids |= ids  # finished only once on disk
             self._records += new
 
-    def add_prompt(self, key: str, messages: list[dict[str, str]], line: Optional[Callable[[], str]] = None) -> None:
+    def add_prompt(self, key: str, messages: Optional[list[dict[str, str]]],
+                   line: Optional[Callable[[], str]] = None) -> None:
         """Record a prompt once (samples.jsonl refers to it by key); `line`, when given, writes its prompts.jsonl line
-        (the JSON of {"key", "messages"}) without encoding the messages again."""
+        (the JSON of {"key", "messages"}) without encoding the messages again (`messages` may then be None)."""
         if key not in self._prompt_keys:
             self._prompt_keys.add(key)
-            with writing(self.prompts_path, "", RUNDIR_FIX):
+            try:  # as `with writing(...)`, without its cost per prompt
                 text = line() if line is not None else json.dumps({"key": key, "messages": messages}, ensure_ascii=False)
                 self._prompts.write(text + "\n")
+            except BaseException as e:
+                if is_full(e):
+                    raise disk_full(self.prompts_path, "", RUNDIR_FIX) from None
+                raise
 
     def missing_prompts(self) -> dict[str, str]:
         """{prompt hash: call key prefix} of the calls in samples.jsonl whose prompt is not in prompts.jsonl (the

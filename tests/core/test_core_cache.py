@@ -103,3 +103,31 @@ def test_request_column_is_the_json_of_the_request_content(tmp_path):
         rows = dict(con.execute("SELECT key, request FROM responses").fetchall())
     c.close()
     assert [rows[f"k{i}"] for i in range(len(reqs))] == [json.dumps(r.content_dict()) for r in reqs]
+
+
+def test_a_killed_writer_loses_no_committed_row(tmp_path):
+    """With checkpoints every WAL_CHECKPOINT_PAGES pages the committed rows sit in the WAL until then: a writer killed
+    with SIGKILL (no close, no checkpoint) loses none of them, and what it held with put_later but never flushed is
+    all it loses."""
+    from recbench.store.response_cache import WAL_CHECKPOINT_PAGES
+
+    path = tmp_path / "c.sqlite"
+    code = (
+        "import os, signal, sys; from recbench.store.response_cache import ResponseCache\n"
+        "from recbench.api.types import Request, Response, SamplingParams\n"
+        "c = ResponseCache(sys.argv[1])\n"
+        "for i in range(300):\n"
+        "    r = Request.chat([{'role': 'user', 'content': 'x' * 3000 + str(i)}], SamplingParams())\n"
+        "    c.put_later(f'k{i}', 'm', r, Response(text=str(i)))\n"
+        "    if i % 7 == 6: c.flush()\n"
+        "assert c._conn.execute('PRAGMA wal_autocheckpoint').fetchone()[0] == int(sys.argv[2])\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code, str(path), str(WAL_CHECKPOINT_PAGES)], timeout=120)
+    assert p.returncode == -9
+    assert (tmp_path / "c.sqlite-wal").stat().st_size > 300 * 3000  # the rows were still in the WAL
+    c = ResponseCache(path)
+    got = c.get_many([f"k{i}" for i in range(300)])
+    assert sorted(got, key=lambda k: int(k[1:])) == [f"k{i}" for i in range(294)]  # 294 = 42 flushes of 7; 6 held
+    assert got["k293"].text == "293"
+    c.close()

@@ -139,3 +139,31 @@ def test_every_answer_is_written_before_the_next_requests_go_out(tmp_path):
     assert m["counts"]["examples"] == N and b.calls == N  # the toy method asks one request per example
     assert [d for d, _, _ in b.seen] == list(range(0, N + 1, 5)) + ([N] if N % 5 else [])
     assert all(rows == delivered == lines for delivered, rows, lines in b.seen), b.seen
+
+
+def test_freezing_every_few_examples_changes_no_output(tmp_path, monkeypatch):
+    """EvalLoop._grown freezes the collector's objects every FREEZE_EVERY examples admitted or finished: with a
+    freeze every 3 examples the run writes the same records and metrics as with none, and nothing stays frozen."""
+    import gc
+
+    import recbench.run.loop as loop
+
+    def run(name):
+        b = ScriptedBackend(reverse, batch_size=5)
+        m = run_from_config(_cfg(tmp_path, name), tmp_path / name / "run", backend=b).to_dict()
+        lines = [json.loads(x) for x in (tmp_path / name / "run" / "samples.jsonl").read_text().splitlines()]
+        for r in lines:
+            for c in r["calls"]:
+                c.pop("latency_s", None)
+        return {k: v for k, v in m.items() if k not in ("this_invocation", "run_dir")}, sorted(lines, key=lambda r: r["id"])
+
+    before = gc.get_freeze_count()
+    monkeypatch.setattr(loop, "FREEZE_EVERY", 10**9)
+    plain = run("plain")
+    freezes = []
+    monkeypatch.setattr(loop, "FREEZE_EVERY", 3)
+    freeze = gc.freeze
+    monkeypatch.setattr(loop.gc, "freeze", lambda: (freezes.append(1), freeze()))
+    assert run("frozen") == plain
+    assert len(freezes) > N // 3 + 2  # every 3 admitted, every 3 finished while streaming, and the run's own two
+    assert gc.get_freeze_count() == before == 0

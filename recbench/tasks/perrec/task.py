@@ -15,7 +15,7 @@ from recbench.stats.baselines import expected_ptc
 from recbench.api.task import Task
 from recbench.tasks.perrec import settings
 from recbench.tasks.perrec.metrics import kendall_tau_legacy, rating_errors
-from recbench.tasks.perrec.data import add_strata, history_item_counts, load_examples, query_item_counts, true_order
+from recbench.tasks.perrec.data import add_strata, history_item_counts, load_examples, query_item_counts
 from recbench.tasks.perrec.methods import (BM25History, ItemAverage, Listwise, Pairwise, Pointwise, RandomOrder,
                                            UserAverage)
 from recbench.api.types import Example, Outcome, file_sha256
@@ -70,6 +70,7 @@ class PerRecTask(Task):
         self._heldout: Optional[list[Example]] = None
         self._profiles: Optional[dict[str, str]] = None
         self.strata: dict[str, Any] = {}
+        self._last_truth: Optional[tuple[Any, ...]] = None  # (example, its users, _true_order's answer)
 
     @property
     def released(self) -> bool:
@@ -133,8 +134,8 @@ class PerRecTask(Task):
         if outcome.parse_status == "failed" or not order:
             out.update(ptc=0.0, ptc_parsed=math.nan)
         else:
-            truth = true_order(example.data["users"])
-            tau = kendall_tau_legacy(truth, order) if self.cfg.legacy_tau else kendall_tau_ranks(truth, order)
+            truth = self._true_order(example)[1]
+            tau = kendall_tau_legacy(truth, order) if self.cfg.legacy_tau else _tau(truth, order)
             out.update(ptc=tau, ptc_parsed=tau)
         ratings = pred.get("ratings")
         if isinstance(ratings, dict):
@@ -146,12 +147,25 @@ class PerRecTask(Task):
 
     def truth(self, example: Example) -> dict[str, Any]:
         """The true order (highest relative rating first) and each user's relative rating, rating and average."""
-        order = true_order(example.data["users"])
-        users = sorted(example.data["users"], key=lambda u: order.index(u["user_id"]))  # in the true order
+        users, order = self._true_order(example)  # the users in the true order, their ids
         return {"order": order,
                 "relative_rating": {u["user_id"]: u["relative_rating"] for u in users},
                 "rating": {u["user_id"]: u["rating"] for u in users},
                 "avg_rating": {u["user_id"]: u["avg_rating"] for u in users}}
+
+    def _true_order(self, example: Example) -> tuple[list[dict[str, Any]], list[str]]:
+        """(the group's users in the true order, their ids): true_order's sort, done once for score() and truth() of
+        the same example; ids that repeat take the old path (each user placed at its id's first position)."""
+        users = example.data["users"]
+        last = self._last_truth
+        if last is not None and last[0] is example and last[1] is users:
+            return last[2], last[3]
+        ranked = sorted(users, key=_neg_relative)  # true_order's sort (stable, highest first)
+        order = [u["user_id"] for u in ranked]
+        if len(set(order)) != len(order):
+            ranked = sorted(users, key=lambda u: order.index(u["user_id"]))
+        self._last_truth = (example, users, ranked, order)
+        return ranked, order
 
     def contamination_items(self, example: Example) -> dict[str, Optional[str]]:
         """The contamination split looks at the group's query item (the item every member rated), with its title."""
@@ -177,3 +191,26 @@ class PerRecTask(Task):
                 "format": self.cfg.format,
                 "retrieval_k": int(self.cfg.retrieval_k), "profile": bool(self.cfg.profile),
                 "profile_file": self.cfg.profile_file, "legacy_tau": bool(self.cfg.legacy_tau)}
+
+
+def _neg_relative(user: dict[str, Any]) -> Any:
+    return -user["relative_rating"]
+
+
+def _tau(truth: list[str], pred: Any) -> float:
+    """kendall_tau_ranks(truth, pred) where both name the same distinct string ids, without its sorted checks: the same
+    sum of concordant less discordant pairs over the same division (tau_permutation's), so the same float; any other
+    input goes to kendall_tau_ranks itself."""
+    n = len(truth)
+    if type(pred) is not list or len(pred) != n or n < 2:
+        return kendall_tau_ranks(truth, pred)
+    pos = dict(zip(pred, range(n)))
+    ranks = [pos.get(u, -1) if type(u) is str else -1 for u in truth]
+    if len(pos) != n or -1 in ranks or len(set(truth)) != n:
+        return kendall_tau_ranks(truth, pred)
+    s = 0
+    for i in range(n - 1):
+        ri = ranks[i]
+        for rj in ranks[i + 1:]:
+            s += (rj > ri) - (rj < ri)
+    return s / (n * (n - 1) / 2)
