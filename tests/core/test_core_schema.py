@@ -65,3 +65,27 @@ def test_registered_direction_reaches_the_report_best_marks(tmp_path):
     assert lay.higher_is_better("my_loss") is False
     with pytest.raises(ValueError, match="registered twice"):
         register(MetricSpec("test_regret_at_3", higher_is_better=True))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_reading_records_pauses_the_gc_and_restores_it_even_on_a_bad_line(tmp_path, enabled):
+    """load_jsonl turns automatic collections off while it reads (records hold no cycles) and leaves the GC as it
+    found it, whether the file reads or a line is refused."""
+    import gc
+
+    from recbench.store.schema import load_jsonl
+
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text('{"a": 1}\n{"a": 2}\n')
+    bad.write_text('{"a": 1}\nnot json\n')
+    seen = []
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert load_jsonl(good, lambda d: seen.append(gc.isenabled()) or d["a"]) == [1, 2]
+        assert seen == [False, False] and gc.isenabled() is enabled
+        with pytest.raises(SchemaError, match=r"bad\.jsonl:2: not valid JSON"):
+            load_jsonl(bad, lambda d: d)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
