@@ -121,7 +121,7 @@ def compare_pair(a: System, b: System, *, metrics: Sequence[str] | None = None, 
     names = shared if metrics is None else list(metrics)
     cluster_by = a.cluster_by or b.cluster_by
     wanted = None if only_slices is None else set(only_slices)
-    out: list[Comparison] = []
+    jobs: list[tuple[Any, ...]] = []
     for m in names:
         spec = _spec(m, a, b)
         for sl, sub in (_slices(a, b, ids) if slices else [("all", ids)]):
@@ -131,11 +131,18 @@ def compare_pair(a: System, b: System, *, metrics: Sequence[str] | None = None, 
                     "higher_is_better": spec.higher_is_better if spec.ranks else None, "direction": spec.direction,
                     "seeds_a": a.k, "seeds_b": b.k, "task": a.task, "cluster_by": cluster_by}
             if spec.aggregation == "corpus":
-                out.append(_corpus_record(spec, a, b, sub, base, n_resamples, seed, note))
-                continue
-            out.append(_mean_record(m, spec, a, b, sub, base, test=test, n_resamples=n_resamples, seed=seed,
-                                    level=level, note=note, cluster_by=cluster_by))
-            mark_noise_floor(out[-1], a, b)
+                jobs.append((_corpus_record, (spec, a, b, sub, base, n_resamples, seed, note), {}))
+            else:
+                jobs.append((_mean_record, (m, spec, a, b, sub, base),
+                             dict(test=test, n_resamples=n_resamples, seed=seed, level=level, note=note,
+                                  cluster_by=cluster_by)))
+    # two records at a time: each record's draws are seeded on their own, so the records do not depend on the order;
+    # numpy frees the GIL while it draws, so both cores stay busy between one record's test and the next's
+    with ThreadPoolExecutor(2) as pool:
+        out = [f.result() for f in [pool.submit(fn, *args, **kw) for fn, args, kw in jobs]]
+    for c, (fn, _, _) in zip(out, jobs):
+        if fn is _mean_record:
+            mark_noise_floor(c, a, b)
     return out
 
 

@@ -259,3 +259,22 @@ def test_agrees_with_ranx_compare_on_ndcg(sequential_runs):
         lines.append(f"{tc.run_a} vs {tc.run_b}: t {tc.p_value:.4g} (ranx {ranx_t:.4g}), permutation "
                      f"{pc.p_value:.4f} (ranx fisher {ranx_f:.4f})")
     print("\nranx:", "; ".join(lines))
+
+
+def test_records_computed_two_at_a_time_equal_each_computed_alone(perrec):
+    """compare_pair computes its records on two threads; each record is seeded on its own, so every slice's record
+    equals the one compare_pair gives for that slice alone (only_slices), field for field."""
+    _, examples, _ = perrec
+    a, b = system("random0", examples, ptc_of_random(perrec, 0)), system("random1", examples, ptc_of_random(perrec, 1))
+    together = compare_pair(a, b, metrics=["ptc"])
+    assert [c.slice for c in together][:1] == ["all"] and len(together) >= 4  # overall + the difficulties
+    for c in together:
+        alone = compare_pair(a, b, metrics=["ptc"], only_slices=[c.slice])
+        assert len(alone) == 1
+        x, y = c.__dict__, alone[0].__dict__
+        assert x.keys() == y.keys()
+        for k in x:
+            if isinstance(x[k], np.ndarray):
+                assert np.array_equal(x[k], y[k]), (c.slice, k)
+            else:
+                assert x[k] == y[k] or (x[k] != x[k] and y[k] != y[k]), (c.slice, k, x[k], y[k])
