@@ -13,10 +13,11 @@ verdicts recbench/stats/margins.py; this module pairs, tests and corrects, and r
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -121,7 +122,7 @@ def compare_pair(a: System, b: System, *, metrics: Sequence[str] | None = None, 
     names = shared if metrics is None else list(metrics)
     cluster_by = a.cluster_by or b.cluster_by
     wanted = None if only_slices is None else set(only_slices)
-    jobs: list[tuple[Any, ...]] = []
+    jobs: list[Callable[[], Comparison]] = []
     for m in names:
         spec = _spec(m, a, b)
         for sl, sub in (_slices(a, b, ids) if slices else [("all", ids)]):
@@ -131,19 +132,28 @@ def compare_pair(a: System, b: System, *, metrics: Sequence[str] | None = None, 
                     "higher_is_better": spec.higher_is_better if spec.ranks else None, "direction": spec.direction,
                     "seeds_a": a.k, "seeds_b": b.k, "task": a.task, "cluster_by": cluster_by}
             if spec.aggregation == "corpus":
-                jobs.append((_corpus_record, (spec, a, b, sub, base, n_resamples, seed, note), {}))
+                jobs.append(functools.partial(_corpus_record, spec, a, b, sub, base, n_resamples, seed, note))
             else:
-                jobs.append((_mean_record, (m, spec, a, b, sub, base),
-                             dict(test=test, n_resamples=n_resamples, seed=seed, level=level, note=note,
-                                  cluster_by=cluster_by)))
+                jobs.append(functools.partial(_floored_mean_record, m, spec, a, b, sub, base, test=test,
+                                              n_resamples=n_resamples, seed=seed, level=level, note=note,
+                                              cluster_by=cluster_by))
     # two records at a time: each record's draws are seeded on their own, so the records do not depend on the order;
     # numpy frees the GIL while it draws, so both cores stay busy between one record's test and the next's
     with ThreadPoolExecutor(2) as pool:
-        out = [f.result() for f in [pool.submit(fn, *args, **kw) for fn, args, kw in jobs]]
-    for c, (fn, _, _) in zip(out, jobs):
-        if fn is _mean_record:
-            mark_noise_floor(c, a, b)
-    return out
+        futures = [pool.submit(job) for job in jobs]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:  # a refused record (or Ctrl-C): the records not started are not computed
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def _floored_mean_record(m, spec, a, b, ids, base, **kw) -> Comparison:
+    """_mean_record with the runs' noise floor marked on it."""
+    c = _mean_record(m, spec, a, b, ids, base, **kw)
+    mark_noise_floor(c, a, b)
+    return c
 
 
 def _corpus_record(spec, a, b, ids, base, n_resamples, seed, note) -> Comparison:
