@@ -20,6 +20,7 @@ import logging
 import math
 import time
 from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -286,25 +287,39 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
 
     Records are sorted by example id first, so the result does not depend on the order they finished in."""
     from recbench.api.metrics import corpus_values, find_spec, run_info
-    from recbench.stats.bootstrap import summarize_many
+    import numpy as np
+
+    from recbench.stats.bootstrap import summarize_arrays
 
     records = sorted(records, key=lambda r: r.id)
+    keys_of = [tuple(r.metrics) for r in records]
+    columns = {m: np.array([r.value(m) for r in records], dtype=float)  # one pass over the records per metric
+               for m in dict.fromkeys(k for ks in dict.fromkeys(keys_of) for k in ks)}
 
-    def block(recs: list[SampleRecord]) -> dict[str, MetricSummary]:
-        names = list(dict.fromkeys(k for r in recs for k in r.metrics))
-        cols = summarize_many({m: [r.value(m) for r in recs] for m in names}, n_boot, level, seed)  # draws shared
+    def block(rows: Any) -> dict[str, MetricSummary]:
+        """The summaries of the records at `rows` (None: all), of the metrics they name, in first-named order."""
+        named = keys_of if rows is None else [keys_of[i] for i in rows.tolist()]
+        names = dict.fromkeys(k for ks in dict.fromkeys(named) for k in ks)
+        cols = summarize_arrays({m: columns[m] if rows is None else columns[m][rows] for m in names},
+                                n_boot, level, seed)  # draws shared
         return {m: MetricSummary(**s) for m, s in cols.items()}
 
     status = Counter(r.parse_status for r in records)
-    breakdown: dict[str, dict[str, SliceResult]] = {}
+    slices: list[tuple[str, str, Any]] = []
     for key in task.breakdown_by:
         values = task.slice_values(key, {str(r.meta.get(key)) for r in records if key in r.meta})
-        groups: dict[str, list[SampleRecord]] = {}  # one pass over the records per key, not one per value
-        for r in records:
-            groups.setdefault(str(r.meta.get(key)), []).append(r)
-        breakdown[key] = {v: SliceResult(n=len(sub), metrics=block(sub)) for v in values for sub in [groups.get(v, [])]}
+        groups: dict[str, list[int]] = {}  # one pass over the records per key, not one per value
+        for i, r in enumerate(records):
+            groups.setdefault(str(r.meta.get(key)), []).append(i)
+        slices += [(key, v, np.array(groups.get(v, []), dtype=np.intp)) for v in values]
+    # each block draws from its own seeded generator, so the blocks do not depend on the order: two at a time (numpy
+    # frees the GIL while it draws and averages)
+    with ThreadPoolExecutor(2) as pool:
+        metrics, *summaries = pool.map(block, [None] + [rows for _, _, rows in slices])
+    breakdown: dict[str, dict[str, SliceResult]] = {key: {} for key in task.breakdown_by}
+    for (key, v, rows), summary in zip(slices, summaries):
+        breakdown[key][v] = SliceResult(n=len(rows), metrics=summary)
     calls = [c for r in records for c in r.calls]
-    metrics = block(records)
     extra = _facts(task, records)
     extra.update(corpus_values(task, records))
     declared = task.declared_metrics()
