@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 
 import pytest
 from omegaconf import OmegaConf
@@ -55,6 +57,39 @@ def test_close_stops_a_child_that_is_still_building(monkeypatch):
     assert pf.take("g000")[2] == ["u0"]
     pf.close()
     assert not pf._proc.is_alive() and pf.take("g100") is None
+
+
+def _failing_in_child(parent: int, how: str):
+    def build(ex: Example) -> tuple[str, list[str], list[str]]:
+        if os.getpid() != parent and ex.data["i"] == 10:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise ValueError("no such user")
+        return _build(ex)
+    return build
+
+
+@pytest.mark.parametrize("how", ["raise", "kill"])
+def test_a_child_that_fails_or_dies_hands_the_rest_back(monkeypatch, how):
+    """An error in the child's build ends it with its end mark; a killed child is noticed: either way the loop's side
+    stops waiting (returns None) and builds the rest itself."""
+    monkeypatch.setattr(prefetch, "CHUNK", 4)
+    monkeypatch.setattr(prefetch, "WAIT_S", 0.2)
+    parent = os.getpid()
+    pf = prefetch.Prefetch(_failing_in_child(parent, how), _examples(40), 0)
+    try:
+        t0 = time.monotonic()
+        got = [pf.take(f"g{i:03d}") for i in range(40)]
+        assert time.monotonic() - t0 < 20
+        sent = [g for g in got if g is not None]
+        assert [g[2] for g in sent] == [[f"u{i}"] for i in range(len(sent))]  # what came, came in order
+        assert got[len(sent):] == [None] * (40 - len(sent))  # from there on: built by the caller
+        # the chunks before the failing one came in full when the child ended with its mark; a killed child's last
+        # chunks may still have been in its queue's buffer
+        assert len(sent) == 8 if how == "raise" else len(sent) <= 8
+    finally:
+        pf.close()
+    assert not pf._proc.is_alive()
 
 
 def test_available_needs_enough_examples():

@@ -2,7 +2,8 @@
 example's prompt, its user labels and its users' ids in display order, while the loop's process sends requests and
 scores answers. The child runs the very same code on the very same data (a fork of the loop's process at the first
 example), so a prompt taken from it is the prompt the loop's process would have built; an example the child has not
-reached, or passed, is built in the loop's process as usual.
+reached, or passed, is built in the loop's process as usual. A build that fails in the child ends the child, and a
+child killed is noticed within WAIT_S: the loop's process builds the rest itself (and meets the error, raised there).
 
 Started only where it pays and is safe: at least MIN_EXAMPLES examples, the 'fork' start method available, and the
 prompt depending on the example alone (no per-user profiles to ask, no audit's display order or paraphrase).
@@ -13,13 +14,14 @@ import multiprocessing as mp
 import os
 import signal
 from collections import OrderedDict
-from queue import Full
+from queue import Empty, Full
 from typing import Any, Callable, Optional, Sequence
 
 from recbench.api.types import Example
 
 MIN_EXAMPLES = 2000  # below this, building every prompt takes well under a second: no second process
 CHUNK = 256  # examples per message from the child (about 0.4 MB of prompts)
+WAIT_S = 1.0  # how often the loop's side, waiting for a chunk, checks that the child still runs
 
 Built = tuple[str, list[str], list[str]]  # (prompt, labels, user ids in display order)
 
@@ -50,7 +52,12 @@ class Prefetch:
         if i < self._next and example_id not in self._got:
             return None  # passed (or before the child's start): the caller builds it
         while example_id not in self._got and not self._done:
-            batch = self._queue.get()
+            try:
+                batch = self._queue.get(timeout=WAIT_S)
+            except Empty:
+                if self._proc.exitcode is not None:  # gone without its end mark (killed): the caller builds
+                    self.close()
+                continue
             if batch is None:
                 self.close()
             else:
@@ -79,9 +86,12 @@ def _child(build: Callable[[Example], Built], examples: Sequence[Example], start
            parent: int) -> None:
     """The child: build examples[start:] chunk by chunk into the queue, then None; stop when the parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the loop's to handle; the child is terminated
-    for lo in range(start, len(examples), CHUNK):
-        if not _put(queue, [(ex.id, build(ex)) for ex in examples[lo:lo + CHUNK]], parent):
-            return
+    try:
+        for lo in range(start, len(examples), CHUNK):
+            if not _put(queue, [(ex.id, build(ex)) for ex in examples[lo:lo + CHUNK]], parent):
+                return
+    except Exception:  # noqa: BLE001 - the end mark instead: the loop's process builds the rest and meets the error
+        pass
     if _put(queue, None, parent):
         queue.close()
         queue.join_thread()
