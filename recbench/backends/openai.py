@@ -91,7 +91,7 @@ class OpenAIBackend(EndpointRouting, Backend):
         self.extra_body = dict(extra_body or {})
         self.seed_param, self.max_consecutive_failures = seed_param, int(max_consecutive_failures)
         self.down_after_s = float(down_after_s)
-        self.transport, self.http_process = transport_available(transport), bool(http_process)
+        self.transport, self.http_process = transport_available(transport, self.base_urls), bool(http_process)
         self.event_loop = event_loop_available(event_loop)  # uvloop when installed: less CPU per request
         self.batch_size = batch_size or max(16, self.concurrency * 4)
         self.stats: Counter = Counter()  # attempts, retries, successes, gave_up, status_<code>, timeouts, ...

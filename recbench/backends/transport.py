@@ -1,68 +1,70 @@
-"""POST a JSON body over keep-alive HTTP/1.1 for remote backends: aiohttp when installed (cheapest per request), else httpx.
+"""POST a JSON body over keep-alive HTTP/1.1 for remote backends: httptools on asyncio's own connections when
+installed and no proxy or netrc login applies (recbench/backends/transport_httptools.py: the cheapest per request),
+else aiohttp when installed, else httpx.
 
-Both transports raise the same three exceptions, so the backend's retry logic does not depend on the library:
+Every transport raises the same three exceptions, so the backend's retry logic does not depend on the library:
 `ConnectFailure` (refused, reset, DNS, connect timeout: the server is not reachable), `ReadTimeout`
 (connected, but no full answer in time) and `TransportError` (anything else, not retried).
 """
 from __future__ import annotations
 
-import abc
 import asyncio
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, Optional
+from typing import Any, Optional, Sequence
 
-TRANSPORTS = ("auto", "aiohttp", "httpx")
+from recbench.backends.transport_base import (  # noqa: F401 - imported from here by the backend and the tests
+    ConnectFailure,
+    HttpReply,
+    OnConnect,
+    ReadTimeout,
+    Transport,
+    TransportError,
+)
+
+TRANSPORTS = ("auto", "httptools", "aiohttp", "httpx")
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 
-OnConnect = Callable[[], Awaitable[None]]
 
-
-class ConnectFailure(Exception):
-    """No usable connection to the server (refused, reset, DNS failure, connect timeout)."""
-
-
-class ReadTimeout(Exception):
-    """The server took longer than the timeout to answer."""
-
-
-class TransportError(Exception):
-    """Any other client-side HTTP failure (bad URL, protocol misuse); not worth retrying."""
-
-
-@dataclass
-class HttpReply:
-    """Status, case-insensitive headers and raw body of one HTTP answer."""
-
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-
-class Transport(abc.ABC):
-    """One keep-alive connection pool of at most `concurrency` connections, used from one event loop."""
-
-    name = "base"
-
-    @abc.abstractmethod
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> HttpReply:
-        """POST body to url; raise ConnectFailure / ReadTimeout / TransportError on failure."""
-
-    @abc.abstractmethod
-    async def aclose(self) -> None:
-        """Close every connection."""
-
-
-def available(kind: str = "auto") -> str:
-    """The transport `kind` resolves to here: "aiohttp" when importable (for "auto"), else "httpx"."""
+def available(kind: str = "auto", urls: Sequence[str] = ()) -> str:
+    """The transport `kind` resolves to here for servers at `urls`: for "auto", "httptools" when importable and no
+    server is reached through a proxy or with a netrc login (the environment's, which aiohttp honours), else
+    "aiohttp" when importable, else "httpx"."""
     if kind not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}, got {kind!r} (model.backend.transport)")
     if kind != "auto":
         return kind
     try:
+        import httptools  # noqa: F401
+
+        if not any(_from_environment(u) for u in urls):
+            return "httptools"
+    except ImportError:
+        pass
+    try:
         import aiohttp  # noqa: F401
     except ImportError:
         return "httpx"
     return "aiohttp"
+
+
+def _from_environment(url: str) -> bool:
+    """True when the environment names a proxy for this URL (HTTP(S)_PROXY, not bypassed by NO_PROXY) or a netrc
+    login for its host: what only the aiohttp and httpx transports apply."""
+    import netrc
+    import os
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    host = u.hostname or ""
+    if urllib.request.getproxies().get(u.scheme) and not urllib.request.proxy_bypass(host):
+        return True
+    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+    if u.username is None and os.path.isfile(path):
+        try:
+            return netrc.netrc(path).authenticators(host) is not None
+        except (netrc.NetrcParseError, OSError):
+            return False
+    return False
 
 
 def event_loop_available(kind: str = "auto") -> str:
@@ -90,6 +92,10 @@ def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
 def make_transport(kind: str, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None) -> Transport:
     """Build the transport (call inside the event loop that will use it)."""
     kind = available(kind)
+    if kind == "httptools":
+        from recbench.backends.transport_httptools import HttptoolsTransport
+
+        return HttptoolsTransport(concurrency, timeout_s, on_connect)
     cls = AiohttpTransport if kind == "aiohttp" else HttpxTransport
     return cls(concurrency, timeout_s, on_connect)
 

@@ -1,6 +1,7 @@
 """The openai backend's streaming contract, dead-server stop, cache identity and transports, against the stub server."""
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 
@@ -12,14 +13,14 @@ from tests.doubles import ScriptedBackend  # noqa: E402
 from recbench.backends.base import BackendUnavailable  # noqa: E402
 from recbench.backends.endpoints import is_hosted, server_identity  # noqa: E402
 from recbench.backends.openai import OpenAIBackend  # noqa: E402
-from recbench.backends.transport import available, event_loop_available, make_transport, new_event_loop  # noqa: E402
+from recbench.backends.transport import event_loop_available, make_transport, new_event_loop  # noqa: E402
 from recbench.store.response_cache import cache_key  # noqa: E402
 from recbench.api.types import Request, SamplingParams  # noqa: E402
 
 pytestmark = pytest.mark.fast
 
 FAST = dict(backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=5.0)
-TRANSPORTS = ["httpx"] + (["aiohttp"] if available("auto") == "aiohttp" else [])
+TRANSPORTS = ["httpx"] + [t for t in ("aiohttp", "httptools") if importlib.util.find_spec(t) is not None]
 EVENT_LOOPS = ["asyncio"] + (["uvloop"] if event_loop_available("auto") == "uvloop" else [])
 
 
@@ -98,10 +99,10 @@ def test_the_body_reaches_the_server_as_sent(event_loop):
     assert [r.text for r in out] == [default_answer(r.message_dicts()) for r in reqs]
 
 
-@pytest.mark.skipif(available("auto") != "aiohttp", reason="aiohttp not installed")
+@pytest.mark.parametrize("transport", [t for t in TRANSPORTS if t != "httpx"])
 @pytest.mark.parametrize("event_loop", EVENT_LOOPS)
-def test_aiohttp_reports_each_new_connection_once(event_loop):
-    """The connector calls on_connect per connection made: one for sequential keep-alive posts, one per slot used."""
+def test_each_new_connection_is_reported_once(event_loop, transport):
+    """on_connect is called per connection made: one for sequential keep-alive posts, one per slot used."""
     import asyncio
 
     body = b'{"model": "stub", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}'
@@ -111,7 +112,7 @@ def test_aiohttp_reports_each_new_connection_once(event_loop):
         made.append(1)
 
     async def main(url: str) -> tuple[int, int]:
-        t = make_transport("aiohttp", 3, 5.0, counted)
+        t = make_transport(transport, 3, 5.0, counted)
         for _ in range(4):
             assert (await t.post(url, body, {"Content-Type": "application/json"})).status == 200
         sequential = len(made)
