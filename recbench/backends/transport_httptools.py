@@ -4,8 +4,8 @@ objects cost more of the client's CPU than the HTTP itself.
 
 One pool of at most `concurrency` connections per transport (the backend makes one per server). A request is one
 `write` of the head and body on an idle connection (or a new one); the answer is parsed as it arrives and handed back
-when the parser says the message is complete. The errors are the transport errors of recbench/backends/transport.py,
-as aiohttp's are mapped there: a connection refused, reset or closed before the whole answer, or an answer that is
+when the parser says the message is complete. The errors are those of recbench/backends/transport_base.py, as
+aiohttp's are mapped in transport.py: a connection refused, reset or closed before the whole answer, or an answer that is
 not HTTP, is a ConnectFailure (the backend retries it); no whole answer within `timeout_s` is a ReadTimeout (the
 connection is closed: a late answer must not be read as the next request's); a header value with a line break is a
 TransportError. Not handled here, so `transport: auto` takes aiohttp for them: proxies and netrc logins.
