@@ -14,7 +14,8 @@ steps, each its own process under `/usr/bin/time -v` with a resident-memory limi
 - run: `method=user_avg` with an empty derived-data cache (first load), again with it filled (cached), and
   `method=bm25_history` (cached)
 - stub: a listwise run against the stub OpenAI server (`recbench/testing/openai_stub.py`, 20 ms per request,
-  `model.backend.concurrency=64`, an empty response cache)
+  `model.backend.concurrency=64`, an empty response cache), its asyncio engine unless `--stub-engine threads`: the
+  stub shares the two cores with the run it measures, and a server elsewhere would not
 - compare: `python -m recbench.compare USER_AVG_RUN BM25_RUN --metric ptc`
 - report: `python -m recbench.report USER_AVG_RUN BM25_RUN`
 - view: `python -m recbench.view` on the stub run (the run with prompts), or the bm25 run when there is none
@@ -57,7 +58,8 @@ class Bench:
         self.meta = {"label": a.label, "command": " ".join([Path(PY).name, *sys.argv]), "started": _now(),
                      "machine": {"cpus": os.cpu_count(), "mem_total_gb": _mem_total_gb(), "host": platform.node()},
                      "mem_limit_gb": a.mem_gb, "per_size": a.per_size, "stub_latency_s": a.stub_latency,
-                     "stub_concurrency": a.stub_concurrency, "keep": str(keep)}
+                     "stub_concurrency": a.stub_concurrency,
+                     "stub_engine": a.stub_engine, "keep": str(keep)}
 
     def step(self, size: str, step: str, cmd: list[str], env: dict | None = None, **extra) -> dict:
         """Measure one command, print and save its row."""
@@ -218,7 +220,7 @@ def stub_step(b: Bench, size: str, built: Path, runs: Path, cache: Path) -> Path
 
     responses = cache / f"stub_responses_{b.a.label}.sqlite"
     responses.unlink(missing_ok=True)
-    with start_stub_process(latency_s=b.a.stub_latency) as stub:
+    with start_stub_process(latency_s=b.a.stub_latency, engine=b.a.stub_engine) as stub:
         overrides = ["method=listwise", "model=openai-server", "model.name=stub-20ms", "model.backend.model=stub",
                      f"model.backend.base_url={stub.base_url}", f"model.backend.concurrency={b.a.stub_concurrency}",
                      f"cache.path={responses}"] + (["+model.backend.http_process=true"] if b.a.stub_http_process else [])
@@ -229,7 +231,8 @@ def stub_step(b: Bench, size: str, built: Path, runs: Path, cache: Path) -> Path
     row = b.rows[-1]
     if paid is not None:
         row.update(requests=paid, bound_s=round(paid * b.a.stub_latency / b.a.stub_concurrency, 1),
-                   server_cpu_s=round(server_cpu, 1), loop_s=_loop_seconds(b, size, step))
+                   server_cpu_s=round(server_cpu, 1), server_engine=b.a.stub_engine,
+                   loop_s=_loop_seconds(b, size, step))
         b.save()
     return run
 
@@ -320,6 +323,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--step-timeout", type=float, default=3600.0, help="seconds before a step is killed")
     ap.add_argument("--stub-latency", type=float, default=0.02)
     ap.add_argument("--stub-concurrency", type=int, default=64)
+    ap.add_argument("--stub-engine", choices=["threads", "asyncio"], default="asyncio",
+                    help="the stub server's engine (recbench/testing/openai_stub.py ENGINES): asyncio takes about a "
+                         "third less of the cores the client shares with it")
     ap.add_argument("--stub-http-process", action="store_true",
                     help="the stub run with model.backend.http_process=true (HTTP on a second core)")
     ap.add_argument("--seed", type=int, default=0)

@@ -37,7 +37,7 @@ def run_one(a: argparse.Namespace, name: str, tree: Path, extra: list[str]) -> d
     for suffix in ("", "-wal", "-shm"):
         Path(f"{resp}{suffix}").unlink(missing_ok=True)
     env = {**os.environ, "RECBENCH_RUNS_DIR": str(runs), "RECBENCH_CACHE_DIR": str(cache), "PYTHONPATH": str(tree)}
-    with start_stub_process(latency_s=a.latency) as stub:
+    with start_stub_process(latency_s=a.latency, engine=a.stub_engine) as stub:
         cmd = [sys.executable, "-m", "recbench", "task=perrec_built", f"task.data_dir={a.data}", "run.progress=false",
                "method=listwise", "model=openai-server", "model.name=stub", "model.backend.model=stub",
                f"model.backend.base_url={stub.base_url}", f"model.backend.concurrency={a.concurrency}",
@@ -46,7 +46,7 @@ def run_one(a: argparse.Namespace, name: str, tree: Path, extra: list[str]) -> d
         paid = stub.stats().get("paid") or 0
     run = next(iter(runs.rglob("metrics.json")), None)
     inv = json.loads(run.read_text()).get("this_invocation", {}) if run else {}
-    row.update(name=name, tree=str(tree), overrides=extra, requests=paid,
+    row.update(name=name, tree=str(tree), overrides=extra, requests=paid, stub_engine=a.stub_engine,
                bound_s=round(paid * a.latency / a.concurrency, 2), loop_s=round(inv.get("wall_time_s", 0.0), 2),
                run_dir=str(run.parent) if run else None)
     return row
@@ -86,6 +86,8 @@ def main() -> None:
     p.add_argument("--latency", type=float, default=0.02)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--mem-gb", type=float, default=6.0)
+    p.add_argument("--stub-engine", choices=["threads", "asyncio"], default="asyncio",
+                   help="the stub server's engine (recbench/testing/openai_stub.py ENGINES)")
     a = p.parse_args()
     (a.work / "cache").mkdir(parents=True, exist_ok=True)
     if a.derived and not (a.work / "cache" / "derived").exists():

@@ -24,15 +24,15 @@ import argparse
 import hashlib
 import json
 import re
-import socket
 import threading
 import time
 from collections import Counter, defaultdict
-from http.server import BaseHTTPRequestHandler
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from recbench.testing.stub_http import (  # noqa: F401 - the helpers tests import from here
     _Server,
+    bound_socket,
     free_port,
     get_stats,
     handler_for,
@@ -50,8 +50,28 @@ FAULTS = ("429", "500", "slow", "truncated")
 FLAKY_FAULTS = (*FAULTS, "reset", "null", "empty", "nochoices")
 ALL_FAULTS = (*FLAKY_FAULTS, "401echo", "404model")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+#: how the stub serves: a thread per connection (stdlib only), or one asyncio loop with httptools' parser (about a
+#: third of the CPU per request; for benchmarks, where the stub shares the cores with the client it measures)
+ENGINES = ("threads", "asyncio")
 
 Schedule = Callable[[str, int], Optional[str]]
+
+
+@dataclass
+class Reply:
+    """What the stub sends one request: after `wait_s`, `status` with a JSON `payload` and extra `headers`, or (reset)
+    the connection closed without an answer; `paid` counts it as a full answer once it goes out."""
+
+    status: int
+    payload: bytes | str
+    headers: dict[str, str] = field(default_factory=dict)
+    wait_s: float = 0.0
+    reset: bool = False
+    paid: bool = False
+
+    def body(self) -> bytes:
+        """The payload as bytes."""
+        return self.payload.encode() if isinstance(self.payload, str) else self.payload
 
 
 # ---- deterministic answers ---------------------------------------------------------------------------
@@ -125,9 +145,11 @@ class StubServer:
                  *, latency_s: float = 0.0, straggler_share: float = 0.0, straggler_s: float = 3.0,
                  retry_after_s: float = 0.2, slow_s: float = 3.0, expected_key: Optional[str] = None,
                  echo_key_in_401: bool = False, capacity: Optional[int] = None, served_model: Optional[str] = None,
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, engine: str = "threads"):
         if host not in LOOPBACK:
             raise ValueError(f"StubServer: host {host!r} is not a loopback address; use one of {LOOPBACK}")
+        if engine not in ENGINES:
+            raise ValueError(f"StubServer: engine {engine!r} is not one of {ENGINES}")
         self.answer_fn = answer_fn
         self.schedule = schedule or (lambda key, attempt: None)
         self.latency_s, self.straggler_share, self.straggler_s = latency_s, straggler_share, straggler_s
@@ -143,10 +165,18 @@ class StubServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.reset()
-        self.httpd = _Server((host, port), handler_for(self))
-        self.port = self.httpd.server_address[1]
+        self.engine = engine
+        if engine == "asyncio":
+            from recbench.testing.stub_asyncio import AsyncioEngine  # needs httptools (the dev and openai extras)
+
+            self._aio = AsyncioEngine(self, bound_socket(host, port))
+            self.port = self._aio.sock.getsockname()[1]
+        else:
+            self.httpd = _Server((host, port), handler_for(self))
+            self.port = self.httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = None if engine == "asyncio" else threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def reset(self) -> None:
         """Zero every counter."""
@@ -184,18 +214,15 @@ class StubServer:
             return self.straggler_s
         return self.latency_s
 
-    def _handle(self, h: BaseHTTPRequestHandler, body: dict) -> None:
-        auth = h.headers.get("Authorization", "")
+    def reply_to(self, auth: str, body: dict) -> Reply:
+        """What one chat request gets (its fault, its latency, its body), counted; the engine waits and sends it."""
         with self._lock:
             self.auth_seen.add(auth)
         if self.expected_key is not None and auth != f"Bearer {self.expected_key}":
             shown = auth.removeprefix("Bearer ") if self.echo_key_in_401 else "***"
-            h._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {shown}", "code": 401}}).encode())
-            return
+            return Reply(401, json.dumps({"error": {"message": f"Incorrect API key provided: {shown}", "code": 401}}))
         if self.served_model is not None and body.get("model") != self.served_model:
-            h._send(404, json.dumps({"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
-                                     "type": "NotFoundError", "code": 404}).encode())
-            return
+            return _no_model(body)
         messages = body.get("messages", [])
         key = request_key(messages)
         with self._lock:
@@ -205,18 +232,14 @@ class StubServer:
         if fault:
             with self._lock:
                 self.faults[fault] += 1
-        if not _refuse(h, fault, auth, body, self.retry_after_s):
-            self._answer(h, body, messages, key, attempt, fault)
+        return _refusal(fault, auth, body, self.retry_after_s) or self._answer(body, messages, key, attempt, fault)
 
-    def _answer(self, h: BaseHTTPRequestHandler, body: dict, messages: list, key: str, attempt: int,
-                fault: Optional[str]) -> None:
+    def _answer(self, body: dict, messages: list, key: str, attempt: int, fault: Optional[str]) -> Reply:
         """A 200 after the prompt's latency: the answer, or the fault's malformed body (not counted as paid)."""
         wait = self.slow_s if fault == "slow" else self.latency_for(key)
-        if wait > 0:
-            if wait != self.latency_s and fault != "slow":
-                with self._lock:
-                    self.stragglers += 1
-            self._stopping.wait(wait)  # returns early when the server stops
+        if wait > 0 and wait != self.latency_s and fault != "slow":
+            with self._lock:
+                self.stragglers += 1
         text = {"null": None, "empty": ""}[fault] if fault in ("null", "empty") else self.answer_fn(messages)
         choices = [] if fault == "nochoices" else [
             {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
@@ -227,23 +250,63 @@ class StubServer:
             "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in messages),
                       "completion_tokens": len((text or "").split()), "total_tokens": 0},
         }).encode()
-        if fault in ("truncated", "null", "empty", "nochoices"):
-            if fault == "truncated":  # a well-framed response whose JSON body is cut in half
-                payload = payload[: len(payload) // 2]
-            h._send(200, payload)  # not an answer a client may keep: not counted as paid
-            return
+        if fault == "truncated":  # a well-framed response whose JSON body is cut in half
+            payload = payload[: len(payload) // 2]
+        # truncated, null, empty, nochoices: not an answer a client may keep, so not counted as paid
+        return Reply(200, payload, wait_s=wait, paid=fault not in ("truncated", "null", "empty", "nochoices"))
+
+    def sent(self, reply: Reply) -> None:
+        """Count a reply whose wait is over and that goes out now (paid: a full answer)."""
+        if reply.paid:
+            with self._lock:
+                self.answered += 1
+
+    def arrived(self, path: str) -> None:
+        """Count a chat request that arrived; it is in flight (waiting for a slot included) until `left`."""
         with self._lock:
-            self.answered += 1
-        h._send(200, payload)
+            self.received += 1
+            self.paths[path] += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def left(self) -> None:
+        """Count a chat request that is answered (or failed)."""
+        with self._lock:
+            self.in_flight -= 1
+
+    def serving_now(self, delta: int) -> None:
+        """Count a request that takes (+1) or gives back (-1) one of the `capacity` slots."""
+        with self._lock:
+            self.serving += delta
+            self.max_serving = max(self.max_serving, self.serving)
 
     def start(self) -> "StubServer":
         """Serve in a daemon thread."""
-        self._thread.start()
+        if self.engine == "asyncio":
+            self._aio.start()
+        else:
+            self._thread.start()
         return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until interrupted (Ctrl-C), then close the socket."""
+        if self.engine == "asyncio":
+            self._aio.run()
+            self._aio.sock.close()
+            return
+        try:
+            self.httpd.serve_forever(poll_interval=0.05)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.httpd.server_close()
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
         self._stopping.set()
+        if self.engine == "asyncio":
+            self._aio.stop()
+            return
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(timeout=10)
@@ -255,24 +318,26 @@ class StubServer:
         self.stop()
 
 
-def _refuse(h: BaseHTTPRequestHandler, fault: Optional[str], auth: str, body: dict, retry_after_s: float) -> bool:
-    """Answer a fault that is no 200 (401echo, 404model, 429, 500, reset); False for the others."""
+def _no_model(body: dict) -> Reply:
+    """vLLM's 404 for a model name it does not serve."""
+    return Reply(404, json.dumps({"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
+                                  "type": "NotFoundError", "code": 404}))
+
+
+def _refusal(fault: Optional[str], auth: str, body: dict, retry_after_s: float) -> Optional[Reply]:
+    """The reply of a fault that is no 200 (401echo, 404model, 429, 500, reset); None for the others."""
     if fault == "401echo":
-        h._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
-                                           "code": 401}}).encode())
-    elif fault == "404model":
-        h._send(404, json.dumps({"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
-                                 "type": "NotFoundError", "code": 404}).encode())
-    elif fault == "429":
-        h._send(429, b'{"error":{"message":"rate limited","code":429}}', headers={"Retry-After": f"{retry_after_s:g}"})
-    elif fault == "500":
-        h._send(500, b'{"error":{"message":"internal error","code":500}}')
-    elif fault == "reset":
-        h.close_connection = True
-        h.connection.shutdown(socket.SHUT_RDWR)
-    else:
-        return False
-    return True
+        return Reply(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
+                                                "code": 401}}))
+    if fault == "404model":
+        return _no_model(body)
+    if fault == "429":
+        return Reply(429, b'{"error":{"message":"rate limited","code":429}}', {"Retry-After": f"{retry_after_s:g}"})
+    if fault == "500":
+        return Reply(500, b'{"error":{"message":"internal error","code":500}}')
+    if fault == "reset":
+        return Reply(0, b"", reset=True)
+    return None
 
 
 def _logprobs(text: str, top: Optional[int]) -> dict:
@@ -296,6 +361,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--retry-after", type=float, default=0.2, help="Retry-After seconds sent with 429")
     ap.add_argument("--capacity", type=int, default=None, help="requests served at once (the rest wait); default: no limit")
     ap.add_argument("--served-model", default=None, help="the model /v1/models lists; chat for another name: 404")
+    ap.add_argument("--engine", default="threads", choices=ENGINES, help="a thread per connection, or one asyncio loop")
     a = ap.parse_args(argv)
     faults = tuple(f for f in a.faults.split(",") if f)
     bad = [f for f in faults if f not in ALL_FAULTS]
@@ -304,14 +370,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     stub = StubServer(schedule=rate_schedule(a.fault_rate, faults) if a.fault_rate > 0 else None,
                       latency_s=a.latency, straggler_share=a.straggler_share, straggler_s=a.straggler_s,
                       retry_after_s=a.retry_after, capacity=a.capacity, served_model=a.served_model, host=a.host,
-                      port=a.port)
+                      port=a.port, engine=a.engine)
     print(f"stub OpenAI server listening on {stub.base_url}", flush=True)
-    try:
-        stub.httpd.serve_forever(poll_interval=0.05)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stub.httpd.server_close()
+    stub.serve_forever()
 
 
 if __name__ == "__main__":

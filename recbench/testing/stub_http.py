@@ -74,28 +74,38 @@ def handler_for(stub: Any) -> type:
 
 def _serve(stub: Any, h: BaseHTTPRequestHandler, raw: bytes) -> None:
     """One chat request through the stub's counters and its capacity (a full server: wait for a slot, as requests
-    queue on a busy GPU)."""
-    with stub._lock:
-        stub.received += 1
-        stub.paths[h.path] += 1
-        stub.in_flight += 1
-        stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+    queue on a busy GPU), then its reply after the reply's wait."""
+    stub.arrived(h.path)
     try:
         if stub._slots is None:
-            stub._handle(h, json.loads(raw))
+            _reply(stub, h, json.loads(raw))
         else:
             with stub._slots:
-                with stub._lock:
-                    stub.serving += 1
-                    stub.max_serving = max(stub.max_serving, stub.serving)
+                stub.serving_now(+1)
                 try:
-                    stub._handle(h, json.loads(raw))
+                    _reply(stub, h, json.loads(raw))
                 finally:
-                    with stub._lock:
-                        stub.serving -= 1
+                    stub.serving_now(-1)
     finally:
-        with stub._lock:
-            stub.in_flight -= 1
+        stub.left()
+
+
+def _reply(stub: Any, h: BaseHTTPRequestHandler, body: dict) -> None:
+    """Wait the reply's time (cut short when the server stops), then send it or close the connection (reset)."""
+    reply = stub.reply_to(h.headers.get("Authorization", ""), body)
+    if reply.wait_s > 0:
+        stub._stopping.wait(reply.wait_s)
+    if reply.reset:
+        h.close_connection = True
+        h.connection.shutdown(socket.SHUT_RDWR)
+        return
+    stub.sent(reply)
+    h._send(reply.status, reply.body(), reply.headers)
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on host:port (0: a free port), its backlog deep enough for hundreds of connects."""
+    return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=1024)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -48,12 +48,12 @@ class StubProcess:
 def start_stub_process(*, latency_s: float = 0.0, straggler_share: float = 0.0, straggler_s: float = 3.0,
                        fault_rate: float = 0.0, faults: Optional[tuple[str, ...]] = None, retry_after_s: float = 0.2,
                        capacity: Optional[int] = None, served_model: Optional[str] = None, port: int = 0,
-                       timeout_s: float = 60.0) -> StubProcess:
+                       timeout_s: float = 60.0, engine: str = "threads") -> StubProcess:
     """Start `python -m recbench.testing.openai_stub` on a free loopback port; returns once it answers /stats.
-    `faults` None: the stub's default faults (openai_stub.FAULTS)."""
+    `faults` None: the stub's default faults (openai_stub.FAULTS); `engine`: one of openai_stub.ENGINES."""
     cmd = [sys.executable, "-m", "recbench.testing.openai_stub", "--port", str(port), "--latency", str(latency_s),
            "--straggler-share", str(straggler_share), "--straggler-s", str(straggler_s), "--fault-rate",
-           str(fault_rate), "--retry-after", str(retry_after_s)]
+           str(fault_rate), "--retry-after", str(retry_after_s), "--engine", engine]
     cmd += ["--faults", ",".join(faults)] if faults is not None else []
     cmd += ["--capacity", str(capacity)] if capacity else []
     cmd += ["--served-model", served_model] if served_model else []
