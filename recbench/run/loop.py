@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 #: most this many examples' objects, not every example in progress and every record of the run so far; objects alive
 #: at a freeze that die later in a reference cycle wait for the run's end to be collected
 FREEZE_EVERY = 4096
+#: allocations between two young collections while the loop runs (Python's default is 700): the loop makes a few
+#: hundred short-lived containers per answer, nearly all freed by reference counting, so the default collected the
+#: young generation several times per answer for nothing (the 60,000-group stub run: 2-3 s less, docs/scaling.md)
+YOUNG_GC_THRESHOLD = 50_000
 
 
 @dataclass(eq=False)
@@ -123,6 +127,8 @@ class EvalLoop:
         self._progress = RequestProgress(f"{self.task.name}/{self.method.name}", len(todo),
                                          exact=self.method.asks_one_round(), enabled=self.progress)
         gc.freeze()  # the examples live through the run: full collections need not walk them again and again
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(thresholds[0], YOUNG_GC_THRESHOLD), *thresholds[1:])
         try:
             self._settle()
             gc.freeze()  # nor the examples in progress, their prompts and requests, while the backend answers
@@ -138,6 +144,7 @@ class EvalLoop:
                 raise RuntimeError(f"loop ended with {self._active} examples unfinished (a backend returned early)")
         finally:
             gc.unfreeze()
+            gc.set_threshold(*thresholds)
             self._streaming = False
             self._flush()
             self._progress.close()

@@ -167,3 +167,30 @@ def test_freezing_every_few_examples_changes_no_output(tmp_path, monkeypatch):
     assert run("frozen") == plain
     assert len(freezes) > N // 3 + 2  # every 3 admitted, every 3 finished while streaming, and the run's own two
     assert gc.get_freeze_count() == before == 0
+
+
+def test_the_young_generation_is_collected_less_often_while_the_loop_runs(tmp_path):
+    """EvalLoop.run raises the young generation's threshold to YOUNG_GC_THRESHOLD while it streams (the answers
+    see it) and puts the caller's thresholds back afterwards, also when the run is interrupted."""
+    import gc
+
+    from recbench.run.loop import YOUNG_GC_THRESHOLD
+
+    seen = []
+
+    def answer(r):
+        seen.append(gc.get_threshold())
+        return reverse(r)
+
+    before = gc.get_threshold()
+    assert before[0] < YOUNG_GC_THRESHOLD
+    run_from_config(_cfg(tmp_path, "g", ["limit=6"]), tmp_path / "g" / "run", backend=ScriptedBackend(answer))
+    assert seen and set(seen) == {(YOUNG_GC_THRESHOLD, *before[1:])}
+    assert gc.get_threshold() == before
+
+    def interrupt(r):
+        raise KeyboardInterrupt  # Ctrl-C while the backend answers: the run ends
+
+    with pytest.raises(KeyboardInterrupt):
+        run_from_config(_cfg(tmp_path, "g2", ["limit=6"]), tmp_path / "g2" / "run", backend=ScriptedBackend(interrupt))
+    assert gc.get_threshold() == before
