@@ -152,6 +152,26 @@ def test_asyncio_engine_refuses_bad_bodies_and_garbage_and_stops_mid_wait():
     waiting.close()
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_answer_function_that_raises_closes_the_connection_and_the_stub_serves_on(engine, capsys):
+    def answer(messages):
+        if "boom" in messages[-1]["content"]:
+            raise RuntimeError("the answer function failed")
+        return default_answer(messages)
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "boom"}]}).encode()
+    with StubServer(answer_fn=answer, engine=engine) as stub:
+        assert _exchange(stub.port, _post("/v1/chat/completions", body), until=1) == []  # closed, nothing answered
+        b = OpenAIBackend(model="m", base_url=stub.base_url)
+        (r,) = b.generate(_reqs(1))
+        b.close()
+        t0 = time.monotonic()
+        while stub.stats()["in_flight"] and time.monotonic() - t0 < 5:  # counted out just after the answer goes
+            time.sleep(0.01)
+        assert r.ok and stub.stats()["in_flight"] == 0 and stub.stats()["received"] == 2
+    assert "the answer function failed" in capsys.readouterr().err
+
+
 def test_engine_names_are_checked_and_the_process_serves_either():
     with pytest.raises(ValueError, match="threads"):
         StubServer(engine="gevent")
