@@ -324,8 +324,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--stub-latency", type=float, default=0.02)
     ap.add_argument("--stub-concurrency", type=int, default=64)
     ap.add_argument("--stub-engine", choices=["threads", "asyncio"], default="asyncio",
-                    help="the stub server's engine (recbench/testing/openai_stub.py ENGINES): asyncio takes about a "
-                         "third less of the cores the client shares with it")
+                    help="the stub server's engine (recbench/testing/openai_stub.py ENGINES): asyncio takes about 30%% "
+                         "less of the cores the client shares with it")
     ap.add_argument("--stub-http-process", action="store_true",
                     help="the stub run with model.backend.http_process=true (HTTP on a second core)")
     ap.add_argument("--seed", type=int, default=0)

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 FREEZE_EVERY = 4096
 #: allocations between two young collections while the loop runs (Python's default is 700): the loop makes a few
 #: hundred short-lived containers per answer, nearly all freed by reference counting, so the default collected the
-#: young generation several times per answer for nothing (the 60,000-group stub run: 2-3 s less, docs/scaling.md)
+#: young generation several times per answer for nothing (the 60,000-group stub run: 0.5-3 s less, docs/scaling.md)
 YOUNG_GC_THRESHOLD = 50_000
 
 

@@ -50,8 +50,8 @@ FAULTS = ("429", "500", "slow", "truncated")
 FLAKY_FAULTS = (*FAULTS, "reset", "null", "empty", "nochoices")
 ALL_FAULTS = (*FLAKY_FAULTS, "401echo", "404model")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-#: how the stub serves: a thread per connection (stdlib only), or one asyncio loop with httptools' parser (about a
-#: third of the CPU per request; for benchmarks, where the stub shares the cores with the client it measures)
+#: how the stub serves: a thread per connection (stdlib only), or one asyncio loop with httptools' parser (about 30%
+#: less CPU; for benchmarks, where the stub shares the cores with the client it measures)
 ENGINES = ("threads", "asyncio")
 
 Schedule = Callable[[str, int], Optional[str]]
