@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from recbench.run.evaluate import run_from_config
 from recbench.store.response_cache import CACHE_FIX, ResponseCache, messages_hash
 from recbench.store.diskspace import DiskFull
-from recbench.testing.openai_stub import StubServer
+from recbench.testing.openai_stub import StubServer, default_answer
 from tests.doubles import ScriptedBackend
 from tests.helpers import run_cli
 from tests.toy import TOY, isolate, toy_cfg
@@ -294,7 +295,19 @@ def test_a_deleted_prompts_file_is_restored_from_the_cache(tmp_path):
                                              (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
 def test_a_signal_keeps_what_finished_says_so_in_one_line_and_the_rerun_goes_on(tmp_path, sig, code, name):
     args = ["model=smollm2-openai", "limit=36", "model.backend.concurrency=2"]
-    with StubServer(latency_s=0.3) as stub:
+    # the stub answers 4 requests, then holds every answer until the signal has been sent: the run cannot finish
+    # first however slow this process is to see its samples (a run that still exits 0 ignored the signal)
+    released, lock, answered = threading.Event(), threading.Lock(), [0]
+
+    def gated(messages):
+        with lock:
+            answered[0] += 1
+            hold = answered[0] > 4
+        if hold:
+            released.wait(60)
+        return default_answer(messages)
+
+    with StubServer(gated, latency_s=0.05) as stub:
         url = f"model.backend.base_url={stub.base_url}"
         proc = _cli(tmp_path, *args, url, popen=True)
         samples = None
@@ -305,12 +318,15 @@ def test_a_signal_keeps_what_finished_says_so_in_one_line_and_the_rerun_goes_on(
                 break
             time.sleep(0.1)
         proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=60)
-        assert proc.returncode == code, stderr
+        try:
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            released.set()
+        assert proc.returncode == code, f"exit {proc.returncode} after {answered[0]} requests: {stderr}"
         err = _one_error_line(stderr)
         kept = len(samples.read_text().splitlines())
         assert err.startswith(f"recbench: {name}: {kept} of 36 examples finished and kept in "), err
-        assert "rerun the same command" in err and 2 <= kept < 36
+        assert "rerun the same command" in err and 2 <= kept <= 4
         run_dir = samples.parent
         assert not (run_dir / "metrics.json").exists() and not _tmp_files(tmp_path)
         rerun = _cli(tmp_path, *args, url)

@@ -10,6 +10,8 @@ CONF = Path(__file__).resolve().parent / "conf"
 SEARCHPATH = f"hydra.searchpath=[file://{CONF}]"
 #: the toy run: task, model method, scripted model, no progress bar
 TOY = [SEARCHPATH, "task=toy", "method=toy_rank", "model=toy_scripted", "run.progress=false"]
+#: the environment a toy run must not inherit from the shell or from an earlier test: a key, a server, a job's cache
+FOREIGN_ENV = ("RECBENCH_OPENAI_BASE_URL", "RECBENCH_JOB_CACHE_DIR", "OPENAI_API_KEY")
 
 
 def toy_cfg(overrides: list[str] = (), tmp_path=None):
@@ -22,7 +24,7 @@ def toy_cfg(overrides: list[str] = (), tmp_path=None):
 
 def isolate(monkeypatch, tmp: Path) -> None:
     """Runs and cache under tmp, run from tmp, no key or server from the environment, no Hydra traceback noise."""
-    for k in ("RECBENCH_OPENAI_BASE_URL", "RECBENCH_JOB_CACHE_DIR", "OPENAI_API_KEY"):
+    for k in FOREIGN_ENV:
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("RECBENCH_RUNS_DIR", str(tmp / "runs"))
     monkeypatch.setenv("RECBENCH_CACHE_DIR", str(tmp / "cache"))
@@ -38,7 +40,7 @@ def toy_cli(tmp: Path, *args: str, popen: bool = False, env: dict | None = None,
     import sys
 
     repo = str(CONF.parents[2])
-    e = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    e = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
     e.update(RECBENCH_RUNS_DIR=str(tmp / "runs"), RECBENCH_CACHE_DIR=str(tmp / "cache"), HYDRA_FULL_ERROR="0",
              PYTHONPATH=os.pathsep.join([repo, *filter(None, [os.environ.get("PYTHONPATH")])]), **(env or {}))
     flags = [a for a in args if a.startswith("-")]
