@@ -1,6 +1,6 @@
 """Per-request cost of OpenAI-compatible HTTP clients, one run, same prompts, same stub server (its own process).
 
-    python benchmarks/bench_openai_client.py [--n 120] [--concurrency 32] [--latency 0.2] [--reps 3]
+    python benchmarks/bench_openai_client.py [--n 120] [--concurrency 32] [--latency 0.2] [--reps 3] [--stub-engine asyncio]
 
 Clients, each keeping `concurrency` requests in flight over keep-alive connections:
   sdk        the `openai` SDK's AsyncOpenAI (what the backend used before)
@@ -27,7 +27,7 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from recbench.testing.openai_stub import start_stub_process  # noqa: E402
+from recbench.testing.openai_stub import ENGINES, start_stub_process  # noqa: E402
 
 HEADERS = {"Authorization": "Bearer EMPTY", "Content-Type": "application/json"}
 
@@ -123,12 +123,14 @@ def clients() -> dict[str, Callable[[str, list[dict], int], list[str]]]:
 
 
 def measure(n: int = 120, concurrency: int = 32, latency: float = 0.2, reps: int = 3,
-            only: tuple[str, ...] = (), emit: Callable[[str], None] = print) -> dict[str, Any]:
+            only: tuple[str, ...] = (), emit: Callable[[str], None] = print,
+            stub_engine: str = "threads") -> dict[str, Any]:
     """Best-of-reps wall and CPU per client against one stub process; prints each figure as it is measured."""
     bodies = _bodies(n)
     ideal = n * latency / concurrency
-    res: dict[str, Any] = {"n": n, "concurrency": concurrency, "latency_s": latency, "ideal_s": round(ideal, 3)}
-    with start_stub_process(latency_s=latency) as stub:
+    res: dict[str, Any] = {"n": n, "concurrency": concurrency, "latency_s": latency, "ideal_s": round(ideal, 3),
+                           "stub_engine": stub_engine}
+    with start_stub_process(latency_s=latency, engine=stub_engine) as stub:
         expected = None
         for name, fn in clients().items():
             if only and name not in only:
@@ -160,12 +162,14 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="", help="comma list of clients (sdk,httpx,aiohttp,urllib,backend)")
+    ap.add_argument("--stub-engine", choices=ENGINES, default="threads",
+                    help="the stub server's engine (recbench/testing/openai_stub.py ENGINES)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_openai_client.json"))
     a = ap.parse_args()
     print(f"{a.n} requests, concurrency {a.concurrency}, stub latency {a.latency:g}s: ideal "
           f"{a.n * a.latency / a.concurrency:.3f}s; load {os.getloadavg()[0]:.1f}", flush=True)
     res = measure(a.n, a.concurrency, a.latency, a.reps, tuple(x for x in a.only.split(",") if x),
-                  emit=lambda s: print(s, flush=True))
+                  emit=lambda s: print(s, flush=True), stub_engine=a.stub_engine)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=1))
 
