@@ -295,16 +295,17 @@ def test_a_deleted_prompts_file_is_restored_from_the_cache(tmp_path):
                                              (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
 def test_a_signal_keeps_what_finished_says_so_in_one_line_and_the_rerun_goes_on(tmp_path, sig, code, name):
     args = ["model=smollm2-openai", "limit=36", "model.backend.concurrency=2"]
-    # the stub answers 4 requests, then holds every answer until the signal has been sent: the run cannot finish
-    # first however slow this process is to see its samples (a run that still exits 0 ignored the signal)
+    # the stub answers 4 requests, then holds every answer until the signal has been sent (30 s at most): the run
+    # cannot finish first however slow this process is to see its samples; a run that ignores the signal exits 0
+    # after the 30 s, within communicate's 60
     released, lock, answered = threading.Event(), threading.Lock(), [0]
 
     def gated(messages):
         with lock:
             answered[0] += 1
             hold = answered[0] > 4
-        if hold:
-            released.wait(60)
+        if hold and not released.wait(30):
+            released.set()  # no signal came: the rest go through
         return default_answer(messages)
 
     with StubServer(gated, latency_s=0.05) as stub:
