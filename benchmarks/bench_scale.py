@@ -311,6 +311,8 @@ def pair_steps(b: Bench, size: str, steps: set[str], ua: Path | None, bm: Path |
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags."""
+    from recbench.testing.openai_stub import ENGINES
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--label", default=None, help="before | after | any name: the results file's suffix")
     ap.add_argument("--sizes", default="1M,10M", help="comma list of rating counts: 1M,10M,25M,100M (K and M suffixes)")
@@ -323,7 +325,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--step-timeout", type=float, default=3600.0, help="seconds before a step is killed")
     ap.add_argument("--stub-latency", type=float, default=0.02)
     ap.add_argument("--stub-concurrency", type=int, default=64)
-    ap.add_argument("--stub-engine", choices=["threads", "asyncio"], default="asyncio",
+    ap.add_argument("--stub-engine", choices=ENGINES, default="asyncio",
                     help="the stub server's engine (recbench/testing/openai_stub.py ENGINES): asyncio takes about 30%% "
                          "less of the cores the client shares with it")
     ap.add_argument("--stub-http-process", action="store_true",

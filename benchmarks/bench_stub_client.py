@@ -76,6 +76,8 @@ def same_run(a: str, b: str) -> bool:
 
 
 def main() -> None:
+    from recbench.testing.openai_stub import ENGINES
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", type=Path, required=True, help="a built PerRecBench data dir (recbench.build perrec)")
     p.add_argument("--derived", type=Path, help="a derived-data cache folder to copy in (a cached start-up)")
@@ -86,7 +88,7 @@ def main() -> None:
     p.add_argument("--latency", type=float, default=0.02)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--mem-gb", type=float, default=6.0)
-    p.add_argument("--stub-engine", choices=["threads", "asyncio"], default="asyncio",
+    p.add_argument("--stub-engine", choices=ENGINES, default="asyncio",
                    help="the stub server's engine (recbench/testing/openai_stub.py ENGINES)")
     a = p.parse_args()
     (a.work / "cache").mkdir(parents=True, exist_ok=True)

@@ -208,6 +208,22 @@ class StubServer:
                                                  "owned_by": "recbench-stub", "root": self.served_model,
                                                  "parent": None}]}
 
+    def route(self, method: str, path: str) -> Optional[Reply]:
+        """The reply to a request that is not a chat completion (GET /stats, /models or anything else: a health
+        check; POST /stats/reset), sent at once and not counted; None for a chat request."""
+        route = path.split("?")[0].rstrip("/")
+        if method == "GET":
+            if route.endswith("/stats"):
+                return Reply(200, json.dumps(self.stats()))
+            if route.endswith("/models"):
+                status, body = self.models()
+                return Reply(status, json.dumps(body))
+            return Reply(200, b'{"status":"ok"}')
+        if route.endswith("/stats/reset"):
+            self.reset()
+            return Reply(200, b'{"status":"reset"}')
+        return None
+
     def latency_for(self, key: str) -> float:
         """This prompt's latency: straggler_s for the hash-chosen share of prompts, latency_s otherwise."""
         if self.straggler_share > 0 and _unit("straggler", key) < self.straggler_share:

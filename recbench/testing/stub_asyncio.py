@@ -77,17 +77,9 @@ class _Connection(asyncio.Protocol):
         """Answer one request once the one before it on this connection is answered."""
         if previous is not None:
             await asyncio.wait([previous])
-        route = path.split("?")[0].rstrip("/")
-        if method == "GET":
-            if route.endswith("/stats"):
-                return self._send(200, json.dumps(self.stub.stats()).encode(), {}, close)
-            if route.endswith("/models"):
-                status, body = self.stub.models()
-                return self._send(status, json.dumps(body).encode(), {}, close)
-            return self._send(200, b'{"status":"ok"}', {}, close)
-        if route.endswith("/stats/reset"):
-            self.stub.reset()
-            return self._send(200, b'{"status":"reset"}', {}, close)
+        control = self.stub.route(method, path)
+        if control is not None:
+            return self._send(control.status, control.body(), control.headers, close)
         self.stub.arrived(path)
         try:
             if self.slots is None:

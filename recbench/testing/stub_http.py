@@ -39,20 +39,15 @@ def handler_for(stub: Any) -> type:
             pass
 
         def do_GET(self):
-            if self.path.rstrip("/").endswith("/stats"):
-                self._send(200, json.dumps(stub.stats()).encode())
-            elif self.path.split("?")[0].rstrip("/").endswith("/models"):
-                status, body = stub.models()
-                self._send(status, json.dumps(body).encode())
-            else:
-                self._send(200, b'{"status":"ok"}')
+            reply = stub.route("GET", self.path)
+            self._send(reply.status, reply.body(), reply.headers)
 
         def do_POST(self):
             n = int(self.headers.get("Content-Length", 0))
             raw = self.rfile.read(n) or b"{}"
-            if self.path.rstrip("/").endswith("/stats/reset"):
-                stub.reset()
-                self._send(200, b'{"status":"reset"}')
+            reply = stub.route("POST", self.path)
+            if reply is not None:
+                self._send(reply.status, reply.body(), reply.headers)
                 return
             _serve(stub, self, raw)
 
