@@ -65,3 +65,50 @@ def test_a_query_naming_an_unknown_relation_is_refused_listing_the_relations(bun
                                         r"'Filmed_in', which no fact of kg.tsv uses \(relations: Directed_by, Genre, "
                                         r"Starring, Written_by\)"):
         _load(bundle)
+
+
+def _subset_ids(d: Path, name: str, set_ids) -> None:
+    p = d / name
+    recs = json.loads(p.read_text())
+    set_ids(recs)
+    p.write_text(json.dumps(recs))
+
+
+def test_subset_ids_the_catalogue_does_not_list_are_refused(bundle):
+    """movieSubsetId naming items items.csv lacks: strict_* would score the query against ids no title resolves to."""
+    _subset_ids(bundle, EXPLICIT, lambda r: r[1].update(movieSubsetId=[r[1]["movieSubsetId"][0]] + list(range(90001, 90007))))
+    with pytest.raises(DataError, match=rf"{EXPLICIT}: record data_idx 1: movieSubsetId lists 6 id\(s\) that "
+                                        r".*items.csv does not list \(90001, 90002, 90003, 90004, 90005, \.\.\.\)\. "
+                                        r"Fix the record's ids, or add the items to .*items.csv$"):
+        _load(bundle)
+
+
+def test_an_interest_query_s_unknown_subset_id_names_record_and_query(bundle):
+    name = "movie-InterestBasedQuery.json"
+    _subset_ids(bundle, name, lambda r: r[2]["query & ground true"][0].update({"movie subset id": [77777]}))
+    with pytest.raises(DataError, match=rf"{name}: record 3 query 1: 'movie subset id' lists 1 id\(s\) that "
+                                        r".*items.csv does not list \(77777\)"):
+        _load(bundle)
+
+
+def test_released_files_ids_are_checked_against_task_data_catalogue(tmp_path):
+    (tmp_path / "movies.dat").write_text("1::Toy Story (1995)::Animation\n2::Heat (1995)::Crime\n")
+    rec = {"data_idx": 0, "movieSubset": ["Toy Story (1995)", "Nowhere (2001)"], "movieSubsetId": [1, 3],
+           "sharedRelationships": [["Genre", "Animation"]], "direct_description_query": "An animated film?"}
+    path = tmp_path / "movie-ExplicitQuery.json"
+    path.write_text(json.dumps([rec]))
+    over = ["task=recbench_plus_released", "method=assistant", f"task.data.path={path}"]
+    assert len(build_task(compose_cfg(over)).load()) == 1  # without a catalogue nothing to check against
+    with pytest.raises(DataError, match=r"movie-ExplicitQuery.json: record data_idx 0: movieSubsetId lists 1 id\(s\) "
+                                        r"that .*movies.dat does not list \(3\)"):
+        build_task(compose_cfg(over + [f"task.data.catalogue={tmp_path / 'movies.dat'}"])).load()
+    rec["movieSubsetId"] = [1, 2]
+    path.write_text(json.dumps([rec]))
+    assert len(build_task(compose_cfg(over + [f"task.data.catalogue={tmp_path / 'movies.dat'}"])).load()) == 1
+
+
+@pytest.mark.parametrize("content", ["item_id\trelation\ttarget\n", "item_id\trelation\ttarget\n\n\n"])
+def test_a_kg_without_facts_says_so(bundle, content):
+    (bundle / "kg.tsv").write_text(content)
+    with pytest.raises(DataError, match=r"kg.tsv: kg.tsv holds no facts \(a header only\).*Fix: restore the file"):
+        _load(bundle)

@@ -167,6 +167,9 @@ def read_bundle_kg(folder: str | Path, domain: str = "movie") -> KnowledgeGraph:
     path = folder / "kg.tsv"
     triples = read_csv(path, sep="\t", dtype=str, keep_default_na=False)
     require_columns(triples, ["item_id", "relation", "target"], path)
+    if triples.empty:  # else every condition query fails through its first relation, which no fact uses
+        raise DataError(f"{path}: kg.tsv holds no facts (a header only); the queries' conditions and the KG metrics "
+                        "need them. Fix: restore the file, or rebuild the bundle from its KG")
     empty = (triples[["item_id", "relation", "target"]].apply(lambda c: c.str.strip()) == "").any(axis=1).to_numpy()
     if empty.any():
         raise DataError(f"{path}:{int(empty.argmax()) + 2}: a fact needs an item_id, a relation and a target (tab-"
@@ -211,6 +214,29 @@ def check_conditions(kg: KnowledgeGraph, examples: Sequence[Example], folder: Pa
                             "from its KG")
 
 
+def check_subset_ids(examples: Sequence[Example], kg: KnowledgeGraph, path: Any, catalogue: Any,
+                     id_prefix: str = "") -> None:
+    """Refuse a query whose ground-truth ids (`movieSubsetId`, `movie subset id`) name items the catalogue does not
+    list: its strict_* metrics would score every answer against ids no title resolves to. One DataError naming the
+    file, the record, the unknown ids (the first five and their count) and the fix."""
+    for e in examples:
+        if e.meta.get("domain") != kg.domain:
+            continue
+        unknown = [str(i) for i in e.data.get("gt_ids") or [] if not kg.has_item(str(i))]
+        if not unknown:
+            continue
+        dom = e.meta["domain"]
+        idx = e.id[len(id_prefix):]
+        if e.data.get("condition"):
+            where, field = f"record data_idx {idx}", f"{dom}SubsetId"
+        else:
+            pos, _, j = idx.rpartition("-")
+            where, field = f"record {int(pos) + 1} query {int(j) + 1}", f"'{dom} subset id'"
+        shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise DataError(f"{path}: {where}: {field} lists {len(unknown)} id(s) that {catalogue} does not list "
+                        f"({shown}). Fix the record's ids, or add the items to {catalogue}")
+
+
 def histories_from_ratings(ratings: pd.DataFrame, min_rating: Optional[float] = None) -> dict[str, list[str]]:
     """{user: items in time order} from a ratings table (user_id, item_id, rating, timestamp)."""
     r = ratings.copy()
@@ -220,13 +246,18 @@ def histories_from_ratings(ratings: pd.DataFrame, min_rating: Optional[float] = 
     return {str(u): [str(i) for i in g["item_id"]] for u, g in r.groupby("user_id", sort=False)}
 
 
-def bundle_examples(folder: str | Path, types: Iterable[str], domain: str = "movie") -> list[Example]:
-    """Examples of the released-format query files in a bundle folder, ids prefixed by type."""
+def bundle_examples(folder: str | Path, types: Iterable[str], domain: str = "movie",
+                    kg: Optional[KnowledgeGraph] = None) -> list[Example]:
+    """Examples of the released-format query files in a bundle folder, ids prefixed by type; with the bundle's KG,
+    their ground-truth ids are checked against items.csv (`check_subset_ids`)."""
     out = []
     for t in types:
         p = Path(folder) / f"{domain}-{RELEASED_NAMES[t]}.json"
         if p.exists():
-            out += load_released(p, t, domain, id_prefix=f"{t}:")
+            examples = load_released(p, t, domain, id_prefix=f"{t}:")
+            if kg is not None:
+                check_subset_ids(examples, kg, p, Path(folder) / "items.csv", id_prefix=f"{t}:")
+            out += examples
     return out
 
 

@@ -111,7 +111,7 @@ class RecBenchPlusTask(Task):
             require_columns(ratings, ["user_id", "item_id", "rating", "timestamp"], folder / "ratings.csv")
             numeric_columns(ratings, ["rating", "timestamp"], folder / "ratings.csv", convert=False)
             self.histories = D.histories_from_ratings(ratings)
-            examples = D.bundle_examples(folder, types, domain)
+            examples = D.bundle_examples(folder, types, domain, self.kg)
             D.check_conditions(self.kg, examples, folder, domain)
         elif kind == "build":
             examples = self._build(d, types)
@@ -124,9 +124,12 @@ class RecBenchPlusTask(Task):
 
                 self._set_kg(load_movielens_dat(d.catalogue))
             examples = []
+            prefix = str(d.get("id_prefix") or "")
             for p in paths:
-                examples += D.load_released(p, d.get("query_type"), d.get("domain") or None,
-                                            id_prefix=str(d.get("id_prefix") or ""))
+                loaded = D.load_released(p, d.get("query_type"), d.get("domain") or None, id_prefix=prefix)
+                if self.kg is not None:  # ground-truth ids checked against task.data.catalogue
+                    D.check_subset_ids(loaded, self.kg, p, d.catalogue, id_prefix=prefix)
+                examples += loaded
             examples = [e for e in examples if e.meta["query_type"] in types]
         elif kind == "queries":
             examples = D.load_query_records(d.path, d.get("domain") or None, d.get("query_type") or None)
