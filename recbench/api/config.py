@@ -14,7 +14,7 @@ The keys a YAML-only task may leave out are api/yaml_task.py; the rules tasks an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -138,6 +138,23 @@ class ContaminationConf:
 
 
 @dataclass
+class JudgeConf:
+    """An LLM judge of the run's generated answers (docs/judges.md): `judge=NAME` merges conf/model/NAME.yaml (name,
+    backend, ...) over these keys; name none = no judge. Not struct: the model entry's own keys merge in."""
+
+    name: str = "none"
+    backend: Any = None  # the model entry's backend node (same schema as model.backend)
+    protocol: str = "pointwise"  # pointwise (a rubric scored 1-5) | pairwise (against `reference`, both orders)
+    reference: Optional[str] = None  # pairwise: the run dir of the same task and examples answered by a baseline
+    panel: List[str] = field(default_factory=list)  # more catalogue names judging the same answers (own records)
+    repeats: int = 0  # each verdict asked again this many times with another seed (the judge's noise floor)
+    temperature: float = 0.0  # the judge's sampling temperature (repeats at 0 repeat greedy decoding)
+    max_tokens: int = 256  # the judge's answer budget
+    template: Optional[str] = None  # another Jinja template for the protocol (a path); null = the packaged one
+    rubric: Any = None  # null = the task's rubric; a mapping aspect -> definition, or a list of the task's aspects
+
+
+@dataclass
 class RecbenchConfig:
     """The top-level config: task, model and method come from their config groups."""
 
@@ -154,6 +171,7 @@ class RecbenchConfig:
     report: ReportConf = field(default_factory=ReportConf)
     audit: AuditConf = field(default_factory=AuditConf)
     contamination: ContaminationConf = field(default_factory=ContaminationConf)
+    judge: Any = None  # conf/judge/none.yaml (JudgeConf) with the judge model's entry merged in (judge=NAME)
 
 
 def register_configs() -> None:
@@ -162,6 +180,7 @@ def register_configs() -> None:
 
     cs = ConfigStore.instance()
     cs.store(name="recbench_schema", node=RecbenchConfig)
+    cs.store(group="schema", name="judge", node=OmegaConf.structured(JudgeConf, flags={"struct": False}))
     for name, cls in BACKEND_SCHEMAS.items():  # not struct: backend-specific keys are added by the model's YAML
         cs.store(group="schema/backend", name=name, node=OmegaConf.structured(cls, flags={"struct": False}))
 
@@ -220,6 +239,7 @@ def validate(cfg: DictConfig) -> None:
     _check(0 < float(cfg.plan.alpha) < 1, "plan.alpha", cfg.plan.alpha, "in (0, 1)")
     _check_audit(cfg.get("audit") or {})
     _check_contamination(cfg.get("contamination") or {})
+    _check_judge(cfg.get("judge") or {})
     m = cfg.get("method") or {}
     if m.get("max_tokens") is not None:
         _check(_finite(m.max_tokens, whole=True) and int(float(m.max_tokens)) >= 1, "method.max_tokens", m.max_tokens,
@@ -250,6 +270,15 @@ def _check_audit(a: Any) -> None:
     if dt is not None:
         _check(dt in ("float32", "float16", "bfloat16"), "audit.noise.dtype", dt,
                "one of float32, float16, bfloat16 (the dtype of the re-decode), or null")
+
+
+def _check_judge(j: Any) -> None:
+    """judge.repeats >= 0, judge.temperature >= 0, judge.max_tokens >= 1 (the protocol and the rest: run/judging.py)."""
+    for key, ok, rule in (("repeats", lambda v: _finite(v, whole=True) and int(v) >= 0, "a whole number >= 0 (0 = off)"),
+                          ("temperature", lambda v: _finite(v) and float(v) >= 0, "a finite number >= 0"),
+                          ("max_tokens", lambda v: _finite(v, whole=True) and int(v) >= 1, "a whole number >= 1")):
+        if j.get(key) is not None:
+            _check(ok(j.get(key)), f"judge.{key}", j.get(key), rule)
 
 
 def _check_contamination(c: Any) -> None:

@@ -54,6 +54,9 @@ def check_overrides(argv: list[str]) -> None:
         chosen: list[str] = []
         for o in parsed:
             key = o.key_or_group
+            if o.package and o.is_add() and key in groups and not o.is_sweep_override():  # +model@judge=NAME
+                chosen.append(args[parsed.index(o)])
+                continue
             if o.package or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
                 continue
             values = [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [o.get_value_element_as_str()]
@@ -99,6 +102,10 @@ def _choices_for_task(group: str, options: list[str], parsed: list[Any], search:
     """(choices, ' with task=T'): for `method`, only the methods the one chosen task accepts (the command's task=,
     else the default task): its benchmark's folder, and the user's own method configs (a task of the user's own
     folders: its benchmark's whole folder); every option otherwise, or when the task cannot be told."""
+    if group == "judge":  # judge=NAME takes any model entry (judge_paths)
+        from recbench.cli import catalogue
+
+        return sorted({*options, *(n for n in catalogue.names("model") if n != "none")}), ""
     if group != "method":
         return options, ""
     from recbench.cli import catalogue
@@ -212,6 +219,7 @@ def method_paths(argv: list[str]) -> list[str]:
 
     from recbench.cli import catalogue
 
+    argv = judge_paths(argv)
     at = [i for i, a in enumerate(argv) if a.startswith("method=")]
     if not at:
         return argv
@@ -242,6 +250,24 @@ def method_paths(argv: list[str]) -> list[str]:
             out[i] = f"method={','.join(paths)}"
         else:
             out[i] = f"method={paths[0]}"
+    return out
+
+
+def judge_paths(argv: list[str]) -> list[str]:
+    """argv with `judge=NAME` (also a sweep a,b) written as `+model@judge=NAME` when every NAME is a model entry
+    (conf/model/, or the user's own folders): the judge is configured exactly like `model`, merged over the judge
+    settings of conf/judge/none.yaml (docs/judges.md). `judge=none` and unknown names are left to the checks."""
+    folders = _own_folders([a for a in argv if "=" in a and not a.startswith("-")])
+    from recbench.cli import catalogue
+
+    models = set(catalogue.names("model")) | {p.stem for f in folders for p in (f / "model").glob("*.yaml")}
+    out = []
+    for a in argv:
+        key, eq, value = a.partition("=")
+        names = [v.strip() for v in value.split(",")]
+        if key == "judge" and eq and names != ["none"] and all(n in models and n != "none" for n in names):
+            a = f"+model@judge={value}"
+        out.append(a)
     return out
 
 
