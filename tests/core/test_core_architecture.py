@@ -20,7 +20,7 @@ BENCHMARK_PARTS = {"tasks", "kg"}
 CORE_FILES = sorted(p for p in PKG.rglob("*.py")
                     if not (set(p.relative_to(PKG).parts[:1]) & (BENCHMARK_PARTS | {"testing"})))
 # benchmark names anywhere; method names as identifiers in quotes ("pairwise" is also a plain statistics word)
-BENCHMARK_WORDS = re.compile(r"perrec|PerRecBench|recbench_plus|RecBench\+|llmrec|LLMRec|heapsort|"
+BENCHMARK_WORDS = re.compile(r"perrec|PerRecBench|recbench_plus|RecBench\+|llmrec|LLMRec|explanation_judging|heapsort|"
                              r"[\"'](pointwise|pairwise|listwise|zero_shot|bm25_history|assistant|assistant_history)[\"']",
                              re.IGNORECASE)
 
