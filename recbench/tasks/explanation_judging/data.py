@@ -42,7 +42,7 @@ def _check_ratings(df: pd.DataFrame, column: str, path: Path) -> None:
     if bad.any():
         i = int(bad.to_numpy().nonzero()[0][0])
         raw = df[column].iloc[i]
-        shown = "empty" if pd.isna(raw) or raw == "" else repr(raw)
+        shown = "empty" if pd.isna(raw) or str(raw).strip() == "" else str(raw)
         raise DataError(f"{path}:{i + 2}: column '{column}' is {shown}, not a whole rating from 1 to 5 "
                         f"({int(bad.sum())} such row(s)). Fix the value or remove the row")
 

@@ -78,7 +78,7 @@ def write(out: Path, rows: list[dict], seed: int) -> None:
     w.writeheader()
     w.writerows(rows)
     (out / "df_explanation_selected.csv").write_text(buf.getvalue(), encoding="utf-8")
-    stats = {"generator": "recbench.tasks.explanation_judging.synth", "seed": seed, "out": str(out),
+    stats = {"generator": "recbench.tasks.explanation_judging.synth", "seed": seed,
              "rows": len(rows), "users": len({r["user_id"] for r in rows}),
              "user_movie_pairs": len({(r["user_id"], r["movie_id"]) for r in rows}),
              "examples": len(rows) * len(ASPECTS)}
