@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from typing_extensions import get_protocol_members, is_protocol
 
 from recbench.api.errors import lookup
+from recbench.api.judge_metrics import judge_metric_specs
 from recbench.api.metrics import MetricSpec, declare
 from recbench.api.types import Example, MethodGen, Outcome, Request, Response, SamplingParams
 
@@ -219,6 +220,9 @@ class Task(abc.ABC):
     #: "error": a score() key declared nowhere stops the run; "unknown": it is recorded with direction 'unknown' and
     #: a warning (a task class users subclass to add a metric in score(), e.g. the YAML-only GenericTask)
     undeclared_metrics: ClassVar[Literal["error", "unknown"]] = "error"
+    #: what an LLM judge scores this task's answers on (docs/judges.md): aspect -> definition; {} = not judgeable.
+    #: A task that declares one also gives judge_context(example); judge_<aspect> metrics are declared from it
+    judge_rubric: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -227,6 +231,8 @@ class Task(abc.ABC):
                             "MetricSpec(..., corpus=fn) in metric_specs, and return other run facts from run_facts")
         if "metric_specs" in cls.__dict__:
             declare(f"{cls.__module__}.{cls.__qualname__}", cls.metric_specs)
+        if cls.__dict__.get("judge_rubric"):
+            declare(f"{cls.__module__}.{cls.__qualname__}", judge_metric_specs(cls.judge_rubric))
 
     def __init__(self, cfg: DictConfig):
         self.cfg = Settings.of(with_conf_defaults(cfg, "task") if self.conf_defaults else cfg)
@@ -247,6 +253,19 @@ class Task(abc.ABC):
         """The catalogue items an example is about, id -> title as the task shows it (None: no title), whose recall
         by a memorization probe splits the run (contamination.probe_run; recbench.audits.contamination); {}: none."""
         return {}
+
+    def rubric(self) -> dict[str, str]:
+        """The aspects an LLM judge scores this task's answers on, aspect -> definition ({}: not judgeable)."""
+        return dict(self.judge_rubric)
+
+    def judge_context(self, example: Example) -> str:
+        """What a judge reads besides the answer: what the answer responds to (the user's history, the item, the
+        review), as text. A task that declares a rubric gives it."""
+        raise NotImplementedError(f"{type(self).__name__} declares a judge rubric but no judge_context(example)")
+
+    def judge_answer(self, record: Any) -> str:
+        """The judged text of a finished record (a SampleRecord): its prediction as text."""
+        return "" if record.prediction is None else str(record.prediction)
 
     def slice_values(self, key: str, values: Iterable[str]) -> list[str]:
         """Breakdown values of `key` in display order: breakdown_order first, then numbers by value, then text."""
@@ -274,8 +293,10 @@ class Task(abc.ABC):
         return {"name": self.name}
 
     def declared_metrics(self) -> dict[str, MetricSpec]:
-        """The metrics this task declares, by output name (metric_specs; a YAML task: the metrics its config names)."""
-        return {s.name: s for s in self.metric_specs}
+        """The metrics this task declares, by output name (metric_specs; a YAML task: the metrics its config names),
+        and the judged metrics of its rubric (judge_<aspect>, judge_win_rate) when it has one."""
+        judged = judge_metric_specs(self.rubric()) if self.rubric() else ()
+        return {s.name: s for s in (*self.metric_specs, *judged)}
 
     def run_facts(self, records: Iterable[Any]) -> dict[str, Any]:
         """What metrics.json `extra` records about the run besides metrics (strata thresholds, chance levels, what

@@ -3,7 +3,7 @@ defaults, and `with_defaults`, which fills them in."""
 from __future__ import annotations
 
 from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields, is_dataclass
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -52,6 +52,9 @@ class YamlTaskConf:
     max_tokens: Optional[int] = 16  # the answer budget of method=zero_shot (null = this default)
     headline_metric: Optional[str] = None  # null = the first metric
     breakdown_by: Optional[List[str]] = None  # null = no breakdown
+    # judge=<model> (docs/judges.md): aspect -> definition the judge scores the answers on; null = not judgeable
+    judge_rubric: Optional[Dict[str, str]] = None
+    judge_context: Optional[str] = None  # what the judge reads besides the answer (Jinja over the row); null = the prompt
 
 
 def with_defaults(given: Any, schema: type) -> dict[str, Any]:

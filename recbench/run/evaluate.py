@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.api.config import validate
 from recbench.backends.base import Backend
-from recbench.run import audit_calls
+from recbench.run import audit_calls, judging
 from recbench.run.construct import LazyBackend, build_task, data_source, select_examples, take_shard
 from recbench.run.cost import run_cost
 from recbench.run.loop import EvalLoop, LoopStats, aggregate
@@ -22,7 +22,7 @@ from recbench.store.redact import redact_text
 from recbench.store.response_cache import ResponseCache
 from recbench.store.rundir import discard_unused
 from recbench.store.runstore import RunStore, restore_prompts
-from recbench.store.schema import RunResult
+from recbench.store.schema import RunResult, join_judged, judged_tag
 from recbench.store.shards import ShardInfo, open_shard
 
 log = logging.getLogger("recbench")
@@ -85,6 +85,7 @@ def _prepare(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend]) -
                                 source=data_source(task))
     examples = take_shard(selection, cfg.run.shard, cfg.run.shards)  # run.shard=I: after limit
     lazy = LazyBackend(cfg.model) if method.needs_backend and backend is None else None
+    judging.check(cfg, task, examples, backend)  # a judge that cannot run is refused here (docs/judges.md)
     examples = audit_calls.label(cfg, task, examples, run_dir, (backend or lazy) if method.needs_backend else None)
     return _Parts(task, method, selection, examples, lazy)
 
@@ -122,14 +123,17 @@ def _evaluate(cfg: DictConfig, parts: _Parts, store: RunStore, cache: ResponseCa
     records = [r for r in store.records() if r.id in wanted]
     extras = audit_calls.extra_requests(cfg, task, method, examples, store.dir, cache, backend, records) \
         if uses_model else []
+    # the judge pass: the run's answers through the same loop and cache with the judge's backend (its own counters)
+    judged = judging.judge_run(cfg, task, examples, records, store.dir, cache, backend if backend is not None else lazy)
     errors = loop.stats.backend_errors + sum(x.stats.backend_errors for x in extras)  # the next run finishes them
+    errors += judged.stats["backend_errors"] if judged is not None else 0
     _write_versions(store, backend, lazy, uses_model)
     inv = {**audit_calls.with_extra(vars(loop.stats), extras), "total_wall_time_s": time.time() - t0,
            "model_loaded": bool(backend is not None or (lazy is not None and lazy.built))}
     return result_of(cfg, task, method, records, backend_errors=loop.stats.backend_errors,
                      complete=errors == 0 and len(records) == len(examples), run_dir=store.dir, this_invocation=inv,
                      paid_tokens=(inv["prompt_tokens"], inv["completion_tokens"]),
-                     extra={k: v for x in extras for k, v in x.blocks.items()})
+                     extra={**{k: v for x in extras for k, v in x.blocks.items()}, **(judged.block if judged else {})})
 
 
 def method_of(cfg: DictConfig, task: Any) -> Any:
@@ -145,6 +149,7 @@ def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend
     counts and cost; a run and a merge of its shards (recbench.run.merge) both go through here, so they agree
     exactly. `extra`: blocks of the audits' extra requests."""
     uses_model = method.needs_backend
+    records = join_judged(records, run_dir, judged_tag(cfg))  # the judge's metrics, by example id (docs/judges.md)
     audit_calls.prepare_task(cfg, task)  # e.g. the `recalled` slices
     agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
     blocks = {**audit_calls.blocks(cfg, task, records), **(extra or {})}

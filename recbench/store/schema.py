@@ -116,6 +116,35 @@ def dedupe_first(records: Iterable[Any]) -> list[Any]:
     return out
 
 
+# ---- judge records (docs/judges.md) ------------------------------------------------------------------------
+#: the folder of a run dir holding each judge's records, judge/<tag>/samples.jsonl
+JUDGE_DIR = "judge"
+
+
+def judge_tag(name: str, protocol: str, repeat: int = 0) -> str:
+    """The folder name of one judge's records: <name>-<protocol>, and -repeat<k> for the k-th repeat."""
+    return f"{name}-{protocol}" + (f"-repeat{repeat}" if repeat else "")
+
+
+def judged_tag(config: dict[str, Any]) -> Optional[str]:
+    """The tag of the judge whose metrics join a run's records, from the run's config (None: no judge)."""
+    j = config.get("judge") or {}
+    return judge_tag(str(j["name"]), str(j["protocol"])) if j.get("name") not in (None, "none") else None
+
+
+def join_judged(records: list[SampleRecord], run_dir: str | Path, tag: Optional[str]) -> list[SampleRecord]:
+    """The run's records with the judge's per-example metrics (judge/<tag>/samples.jsonl) joined by example id: the
+    one place judged metrics meet the run's (its aggregate, and every reader through read_run). A record the judge
+    has not judged keeps its own metrics; nothing changes without a tag or judge records."""
+    path = Path(run_dir) / JUDGE_DIR / str(tag) / "samples.jsonl"
+    if tag is None or not path.exists():
+        return records
+    judged = {r.id: r.metrics for r in dedupe_first(load_jsonl(path, SampleRecord.from_dict))}
+    return [SampleRecord(id=r.id, meta=r.meta, prediction=r.prediction, parse_status=r.parse_status,
+                         details=r.details, metrics={**r.metrics, **judged[r.id]}, calls=r.calls, truth=r.truth)
+            if r.id in judged else r for r in records]
+
+
 @dataclass
 class RunDir:
     """A run dir, read through the schema: result (metrics.json), config, samples, errors, prompts."""
@@ -139,8 +168,8 @@ class RunDir:
                 for r in uniq:
                     for c in r.calls:
                         c.messages = prompts.get(c.prompt or "")
-                return uniq
-            self._samples = uniq
+                return join_judged(uniq, self.dir, judged_tag(self.config))
+            self._samples = join_judged(uniq, self.dir, judged_tag(self.config))
         return self._samples
 
     def errors(self) -> list[ErrorRecord]:

@@ -17,6 +17,7 @@ from recbench.api.prompts import render_string, sandbox
 from recbench.api.errors import ConfigError, DataError, lookup, suggest
 from recbench.api.task import Method, ReferenceMethod, Settings, Task
 from recbench.api import metrics as M
+from recbench.api.judge_metrics import check_rubric, judge_metric_specs
 from recbench.tasks.generic import parsers as P
 from recbench.api.types import Example, MethodGen, Outcome, Request, file_sha256
 
@@ -192,8 +193,18 @@ class GenericTask(Task):
 
     def declared_metrics(self) -> dict[str, M.MetricSpec]:
         """The metrics task.metrics names, by output name (a corpus one, e.g. rmse, is computed from its per-example
-        value over the run)."""
-        return {m.name: m.spec for m in self.metrics}
+        value over the run), and the judged metrics of task.judge_rubric."""
+        judged = judge_metric_specs(self.rubric()) if self.rubric() else ()
+        return {**{m.name: m.spec for m in self.metrics}, **{s.name: s for s in judged}}
+
+    def rubric(self) -> dict[str, str]:
+        """task.judge_rubric (aspect -> definition), {} when the YAML declares none."""
+        return check_rubric(self.cfg.judge_rubric or {}, "task.judge_rubric")
+
+    def judge_context(self, example: Example) -> str:
+        """task.judge_context rendered with the row's fields, else the prompt the model was asked."""
+        source = self.cfg.judge_context
+        return render_string(str(source), row=example.data, **example.data) if source else self.prompt(example)
 
     def identity(self) -> dict[str, Any]:
         """Task name, data file and its hash, template hash, parser, ground truth and metrics."""

@@ -229,6 +229,20 @@ class ExplanationTask(_TextTask):
     settings_rules = settings.EXPLANATION
     subtask = "explanation"
     template = "explanation.j2"
+    #: judge=<model>: the four aspects real users rated explanations on (Zhang et al., RecSys 2024)
+    judge_rubric = {
+        "persuasiveness": "how convincing the explanation is about the item for this user",
+        "transparency": "how well it lets the user understand why the item gets this rating",
+        "satisfaction": "how satisfied the user would be with the explanation",
+        "interest_accuracy": "how well it matches the interests the user's history shows",
+    }
+
+    def judge_context(self, example: Example) -> str:
+        """The user's earlier items and ratings, the item and the rating the explanation is for."""
+        d = example.data
+        seen = "; ".join(f"{h['title']} ({h['rating']:g}/5)" for h in d["history"]) or "none"
+        return (f"A user's earlier reviewed items: {seen}.\nThe user rated the item \"{d['item_title']}\" "
+                f"{d['rating']:g}/5. The text below should explain that rating to the user.")
 
     def reference(self, example: Example) -> str:
         """The review's first sentence (task.reference=first_sentence, default) or whole text (=text)."""
@@ -253,6 +267,19 @@ class SummaryTask(_TextTask):
     subtask = "summary"
     template = "summary.j2"
     methods = {"zero_shot": m.ZeroShot, "lead": m.Lead}
+    #: judge=<model>: what a summary of a review is judged on
+    judge_rubric = {
+        "faithfulness": "states only what the review says, inventing nothing",
+        "coverage": "captures the review's main points",
+        "conciseness": "says it briefly, without needless words",
+    }
+
+    def judge_context(self, example: Example) -> str:
+        """The review (clipped as the prompt clips it), its item and rating."""
+        d = example.data
+        review = _clip(d["review_text"], self.cfg.review_max_chars)
+        return (f"A review of \"{d['item_title']}\" ({d['rating']:g}/5):\n\"\"\"{review}\"\"\"\n"
+                "The text below should summarize this review in one short sentence.")
 
     def reference(self, example: Example) -> str:
         """The review title."""

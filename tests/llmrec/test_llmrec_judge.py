@@ -1,0 +1,155 @@
+"""Issue 39, items 1-2: LLM judges of LLMRec explanations on the bundled sample, with a scripted model and a scripted
+judge built from the config (judge.backend._target_): pointwise parsing, the pairwise both-orders verdict (a judge
+that always answers A gives only ties), bad judge answers recorded as failed, the refusals before anything runs,
+the cache (a rerun pays 0 judge calls), and the judged metrics reaching metrics.json and read_run."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from recbench.api.errors import ConfigError
+from recbench.backends.base import Backend
+from recbench.api.types import Request, Response
+from recbench.run.evaluate import run_from_config
+from recbench.store.judge_records import judge_records
+from recbench.store.schema import read_run
+from tests.doubles import ScriptedBackend
+from tests.helpers import compose_cfg
+
+pytestmark = pytest.mark.fast
+
+ASPECTS = ("persuasiveness", "transparency", "satisfaction", "interest_accuracy")
+
+
+class ScriptedJudge(Backend):
+    """A judge built from the config: answers each request with ANSWER(request), counts its calls."""
+
+    kind = "scripted_judge"
+    calls = 0
+    answer = staticmethod(lambda req: json.dumps({**{a: 4 for a in ASPECTS}, "reason": "fine"}))
+
+    def __init__(self, name: str = "judge", batch_size: int = 8):
+        self.name, self.batch_size = name, batch_size
+
+    @classmethod
+    def static_identity(cls, name: str = "judge", **_) -> dict:
+        return {"kind": cls.kind, "name": name}
+
+    def identity(self) -> dict:
+        return self.static_identity(self.name)
+
+    def generate(self, requests: list[Request]) -> list[Response]:
+        type(self).calls += len(requests)
+        return [Response(text=type(self).answer(r), prompt_tokens=20, completion_tokens=5) for r in requests]
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    ScriptedJudge.calls = 0
+    ScriptedJudge.answer = staticmethod(lambda req: json.dumps({**{a: 4 for a in ASPECTS}, "reason": "fine"}))
+    yield
+
+
+def _cfg(tmp_path, *extra):
+    """The explanation task (6 examples) judged by smollm2's config with the scripted judge as its backend
+    (`judge=none` in `extra`: not judged)."""
+    judge = [] if "judge=none" in extra else ["judge=smollm2"]
+    cfg = compose_cfg(["task=llmrec_explanation", "method=zero_shot", "limit=6", *judge, "run.bootstrap_resamples=50",
+                       "run.progress=false", f"cache.path={tmp_path / 'cache.sqlite'}", *extra])
+    if judge:
+        cfg.judge.backend = OmegaConf.create({"_target_": f"{__name__}.ScriptedJudge", "name": "judge"})
+    return cfg
+
+
+def _model(text="Because the user loves this brand."):
+    """A scripted model answering `text` (its identity names the text: two models never share cached answers)."""
+    return ScriptedBackend(lambda req: text, name=text)
+
+
+def test_pointwise_scores_reach_metrics_json_and_read_run(tmp_path):
+    scores = iter(range(10_000))
+    ScriptedJudge.answer = staticmethod(lambda req: json.dumps(
+        {**{a: 1 + next(scores) % 5 for a in ASPECTS}, "reason": "ok"}))
+    m = run_from_config(_cfg(tmp_path), tmp_path / "run", backend=_model()).to_dict()
+    assert ScriptedJudge.calls == 6 and m["complete"]
+    for a in ASPECTS:
+        assert 1 <= m["metrics"][f"judge_{a}"]["mean"] <= 5 and m["metrics"][f"judge_{a}"]["n"] == 6
+        assert m["metric_info"][f"judge_{a}"]["direction"] == "higher"
+    block = m["extra"]["judge"]
+    assert block["tag"] == "smollm2-pointwise" and block["judged"] == 6 and block["parse_failed"] == 0
+    assert block["this_invocation"]["backend_calls"] == 6
+    recs = judge_records(tmp_path / "run")["smollm2-pointwise"]
+    assert recs.role == "judge" and recs.protocol == "pointwise" and len(recs.records) == 6
+    r = recs.records[0]
+    assert set(r.prediction) == set(ASPECTS) and r.details["reason"] == "ok" and r.details["answer_length"] == 6
+    assert r.calls[0].purpose == "judge"
+    joined = {s.id: s for s in read_run(tmp_path / "run").samples()}
+    assert joined[r.id].metrics["judge_persuasiveness"] == r.prediction["persuasiveness"]
+    # a rerun pays 0 judge calls and gives the same numbers
+    ScriptedJudge.calls = 0
+    m2 = run_from_config(_cfg(tmp_path), tmp_path / "run", backend=_model()).to_dict()
+    assert ScriptedJudge.calls == 0 and m2["extra"]["judge"]["this_invocation"]["backend_calls"] == 0
+    assert m2["metrics"]["judge_satisfaction"] == m["metrics"]["judge_satisfaction"]
+
+
+@pytest.mark.parametrize("answer, problem", [
+    ("I think it is good", "not JSON"),
+    (json.dumps({**{a: 4 for a in ASPECTS}, "transparency": 7, "reason": "x"}), "transparency: 7 is not a whole"),
+    (json.dumps({"persuasiveness": 4, "transparency": 4, "satisfaction": 4, "reason": "x"}),
+     "aspect 'interest_accuracy' missing"),
+])
+def test_a_malformed_judge_answer_is_recorded_failed_never_scored(tmp_path, answer, problem):
+    ScriptedJudge.answer = staticmethod(lambda req: answer)
+    m = run_from_config(_cfg(tmp_path), tmp_path / "run", backend=_model()).to_dict()
+    assert m["extra"]["judge"]["parse_failed"] == 6
+    assert m["metrics"]["judge_persuasiveness"]["n"] == 0  # undefined, never a made-up score
+    r = judge_records(tmp_path / "run")["smollm2-pointwise"].records[0]
+    assert r.parse_status == "failed" and any(problem in p for p in r.details["problems"])
+    assert all(v is None or math.isnan(v) for v in r.metrics.values())
+
+
+def test_pairwise_judge_always_answering_a_gives_only_ties(tmp_path):
+    run_from_config(_cfg(tmp_path, "judge=none"), tmp_path / "ref", backend=_model("It suits the user."))
+    ScriptedJudge.answer = staticmethod(lambda req: '{"winner": "A", "reason": "first"}')
+    cfg = _cfg(tmp_path, "judge.protocol=pairwise", f"judge.reference={tmp_path / 'ref'}")
+    m = run_from_config(cfg, tmp_path / "run", backend=_model()).to_dict()
+    assert ScriptedJudge.calls == 12  # both orders of 6 pairs
+    assert m["metrics"]["judge_win_rate"]["mean"] == 0.5 and m["metrics"]["judge_win_rate"]["n"] == 6
+    rec = judge_records(tmp_path / "run")["smollm2-pairwise"].records[0]
+    assert rec.prediction == "tie" and [o["winner"] for o in rec.details["orders"]] == ["A", "A"]
+    assert [c.purpose for c in rec.calls] == ["judge_first", "judge_swapped"]
+    assert rec.details["reference_answer"] == "It suits the user."
+
+
+def test_pairwise_a_judge_preferring_the_run_in_both_orders_gives_wins(tmp_path):
+    run_from_config(_cfg(tmp_path, "judge=none"), tmp_path / "ref", backend=_model("Meh."))
+    ScriptedJudge.answer = staticmethod(lambda req: json.dumps(
+        {"winner": "A" if '"""Because' in req.messages[-1][1].split("Text B")[0] else "B", "reason": "longer"}))
+    cfg = _cfg(tmp_path, "judge.protocol=pairwise", f"judge.reference={tmp_path / 'ref'}")
+    m = run_from_config(cfg, tmp_path / "run", backend=_model()).to_dict()
+    assert m["metrics"]["judge_win_rate"]["mean"] == 1.0
+
+
+def test_refusals_before_anything_runs(tmp_path):
+    run_from_config(_cfg(tmp_path, "judge=none", "task=llmrec_summary"), tmp_path / "other", backend=_model())
+    run_from_config(_cfg(tmp_path, "judge=none", "limit=3"), tmp_path / "fewer", backend=_model())
+    bad = tmp_path / "pointwise_bad.j2"
+    bad.write_text("Judge {{ answer }} in {{ context }} on persuasiveness only. JSON please.")
+    cases = [
+        (["judge.protocol=pairwise", f"judge.reference={tmp_path / 'other'}"], "is a run of task 'llmrec_summary'"),
+        (["judge.protocol=pairwise", f"judge.reference={tmp_path / 'fewer'}"], "lacks 3 of this run's 6 examples"),
+        (["judge.protocol=pairwise"], "needs judge.reference=RUN_DIR"),
+        ([f"judge.template={bad}"], "does not name the rubric aspect(s) transparency, satisfaction"),
+        (["judge.protocol=triwise"], "judge.protocol=triwise: unknown"),
+        (["task=llmrec_rating"], "judge=smollm2: task 'llmrec_rating' declares no judge rubric"),
+    ]
+    for extra, message in cases:
+        model = _model()
+        with pytest.raises(ConfigError, match=None) as e:
+            run_from_config(_cfg(tmp_path, *extra), tmp_path / "run", backend=model)
+        assert message in str(e.value), (extra, str(e.value))
+        assert "\n" not in str(e.value) and model.calls == 0 and ScriptedJudge.calls == 0
+    assert not (tmp_path / "run" / "samples.jsonl").exists()
