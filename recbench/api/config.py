@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from recbench.api.backend_conf import (  # noqa: F401 - each backend's typed keys, named here with the core groups
     BACKEND_SCHEMAS,
@@ -144,7 +144,8 @@ class JudgeConf:
 
     name: str = "none"
     backend: Any = None  # the model entry's backend node (same schema as model.backend)
-    protocol: str = "pointwise"  # pointwise (a rubric scored 1-5) | pairwise (against `reference`, both orders)
+    # pointwise (a rubric scored 1-5) | pairwise (against `reference`, both orders): its default in conf/judge/none.yaml
+    protocol: str = MISSING
     reference: Optional[str] = None  # pairwise: the run dir of the same task and examples answered by a baseline
     panel: List[str] = field(default_factory=list)  # more catalogue names judging the same answers (own records)
     repeats: int = 0  # each verdict asked again this many times with another seed (the judge's noise floor)
