@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -136,7 +137,10 @@ def read_csv(path: str | Path, **kwargs: Any) -> "pd.DataFrame":
     try:
         return pd.read_csv(io.StringIO(text), **kwargs)
     except pd.errors.ParserError as e:
-        raise DataError(f"{p}: not a well-formed table ({str(e).strip().splitlines()[0]}). Fix the file") from None
+        first = str(e).strip().splitlines()[0]
+        line = re.search(r"in line (\d+)", first)  # pandas counts the file's lines, header included
+        where = f"{p}:{line.group(1)}: not a well-formed line" if line else f"{p}: not a well-formed table"
+        raise DataError(f"{where} ({first}). Fix the file") from None
     except pd.errors.EmptyDataError:
         raise DataError(f"{p}: the file holds no header and no rows. Fix: restore the file") from None
 
@@ -154,7 +158,8 @@ def numeric_columns(df: "pd.DataFrame", columns: Iterable[str], path: str | Path
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raw = df[c].iloc[i]
-            shown = "empty" if raw is None or (isinstance(raw, float) and math.isnan(raw)) or raw == "" else repr(raw)
+            shown = ("empty" if raw is None or (isinstance(raw, float) and math.isnan(raw)) or raw == "" else
+                     repr(raw if isinstance(raw, str) else str(raw)))  # 'inf', not np.float64(inf)
             raise DataError(f"{path}:{i + 1 + header_lines}: column '{c}' is {shown}, not a finite number "
                             f"({int(bad.sum())} such row(s)). Fix the value or remove the row")
         if convert:

@@ -68,6 +68,7 @@ def test_a_missing_column_is_named(tmp_path, capsys):
     d = tmp_path / "ml"
     d.mkdir()
     (d / "ratings.csv").write_text("userId,movieId,stars,timestamp\n1,1,4.0,100\n")
+    (d / "movies.csv").write_text("movieId,title,genres\n1,A,x\n")
     err = run_cli(tmp_path, capsys, "--source", "movielens", "--input", str(d))
     assert "ratings.csv: missing column(s) ['rating']" in err, err
 

@@ -66,7 +66,7 @@ def test_a_missing_category_file_is_refused_before_any_job(tmp_path, categories,
     with pytest.raises(SystemExit) as e:
         cli(tmp_path / "out", cats, "--launcher", "submitit_local")
     err = capsys.readouterr().err.strip().splitlines()
-    assert e.value.code == 2 and len(err) == 1 and "missing category file(s), no job started: Toys: " in err[0], err
+    assert e.value.code == 2 and len(err) == 1 and f"--category Toys={tmp_path / 'nope.jsonl.gz'}: no such file" in err[0], err
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.work").exists()
 
 

@@ -26,14 +26,15 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from recbench.api.errors import DataError
+from recbench.api.errors import ConfigError, DataError
 from recbench.store.diskspace import DiskFull
+from recbench.tasks.perrec.build_checks import check_flags, check_inputs, check_outputs, no_ratings, parse_scale, scale_for
 from recbench.tasks.perrec.build_config import BuildConfig
 from recbench.tasks.perrec.build_duckdb import Category, Engine
 from recbench.tasks.perrec.build_pandas import (annotate, build_groups, clean_ratings, item_prior_means,  # noqa: F401
                                                 separated_chains)
 from recbench.tasks.perrec.build_readers import READERS, RATING_COLS, category_items, read_source  # noqa: F401
-from recbench.tasks.perrec.build_sql import SOURCES
+from recbench.tasks.perrec.build_sql import SOURCES, ratings_file
 from recbench.tasks.perrec.build_stats import statistics, stats_markdown, windows_in_several_difficulties  # noqa: F401
 from recbench.tasks.perrec.build_run import build_categories, finish
 
@@ -44,9 +45,11 @@ def build(source: str, input: str, out: str, meta: Optional[str] = None, cfg: Op
           engine: str = "duckdb", eng: Optional[Engine] = None, work: Optional[str] = None) -> dict[str, Any]:
     """Read a source, select groups, write the recbench group format; returns the statistics."""
     cfg = cfg or BuildConfig()
+    check_flags(cfg, eng or Engine())
     if engine == "pandas":
         t0 = time.perf_counter()
-        ratings, items = read_source(source, input, meta)
+        ratings, items = read_source(source, input, meta, scale_for(cfg, source))
+        no_ratings(len(ratings), ratings_file(source, input) if source in SOURCES else input)
         t_read = time.perf_counter() - t0
         built = build_groups(ratings, cfg)
         del ratings
@@ -71,11 +74,20 @@ def categories(a: argparse.Namespace, ap: argparse.ArgumentParser) -> list[Categ
     return [Category(a.source, a.input, a.meta)]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one `recbench: error:` line, like every other refusal."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Print one line naming the problem and where the options are listed; exit 2."""
+        print(f"recbench: error: {message} (python -m recbench.build perrec --help lists the options)", file=sys.stderr)
+        sys.exit(2)
+
+
 def parser() -> argparse.ArgumentParser:
     """The builder's command line."""
     d, e = BuildConfig(), Engine()
-    ap = argparse.ArgumentParser(prog="python -m recbench.build perrec", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = _Parser(prog="python -m recbench.build perrec", description=__doc__,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", required=True, choices=sorted(set(READERS) | set(SOURCES)))
     ap.add_argument("--input", default=None, help="ratings file (Amazon, parquet) or folder (MovieLens)")
     ap.add_argument("--meta", default=None, help="Amazon item metadata (JSONL or CSV with parent_asin,title)")
@@ -94,6 +106,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--avg", choices=["prior", "whole"], default=d.avg)
     ap.add_argument("--time-unit", choices=["auto", "s", "ms"], default=d.time_unit)
+    ap.add_argument("--rating-scale", type=parse_scale, default=None, metavar="LO,HI",
+                    help="refuse ratings outside LO..HI (default: the source's, MovieLens 0.5,5 and Amazon 1,5)")
     ap.add_argument("--engine", choices=ENGINES, default="duckdb", help="duckdb: out of core (default); pandas: in memory")
     ap.add_argument("--memory-limit", default=e.memory_limit, help="duckdb engine: DuckDB's memory_limit (e.g. 1GB)")
     ap.add_argument("--threads", type=int, default=e.threads, help="duckdb engine: DuckDB threads")
@@ -109,7 +123,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     a = ap.parse_args(argv)
     try:
         _build_cli(ap, a)
-    except (DataError, DiskFull, FileNotFoundError) as e:  # a defect of the inputs or a full disk: one line, exit 2
+    except (ConfigError, DataError, DiskFull, FileNotFoundError) as e:  # bad input or a full disk: one line, exit 2
         print(f"recbench: error: {e}", file=sys.stderr)
         sys.exit(2)
 
@@ -119,7 +133,8 @@ def _build_cli(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
 
     cfg = BuildConfig(gamma=a.gamma, lam=a.lam, window_days=a.window_days, sizes=tuple(a.sizes), per_size=a.per_size,
                       heldout_per_size=a.heldout_per_size,
-                      heldout_item_fraction=a.heldout_item_fraction, seed=a.seed, avg=a.avg, time_unit=a.time_unit)
+                      heldout_item_fraction=a.heldout_item_fraction, seed=a.seed, avg=a.avg, time_unit=a.time_unit,
+                      rating_scale=a.rating_scale)
     if a.out is None and not a.stats_md:
         ap.error("--out is required (or --stats-md to print the statistics table only)")
     cats = categories(a, ap)
@@ -128,6 +143,9 @@ def _build_cli(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
     if a.source not in READERS and a.engine == "pandas":
         ap.error(f"--source {a.source} needs --engine duckdb")
     eng = Engine(memory_limit=a.memory_limit, threads=a.threads)
+    check_flags(cfg, eng)  # everything refusable, before any work starts (engine options on either engine)
+    check_inputs(cats)
+    check_outputs(a.out, a.work_dir)
     with tempfile.TemporaryDirectory(prefix="perrec-build-") as tmp:
         work = a.work_dir or (str(Path(tmp) / "work") if a.out is None else None)
         if a.launcher != "none":

@@ -18,7 +18,9 @@ class BuildConfig:
     heldout_item_fraction: float = 0.2  # share of query items reserved for the held-out split (disjoint items)
     seed: int = 0
     avg: str = "prior"  # "prior" (no leakage) | "whole" (released data: average over the whole history)
-    min_rating: Optional[float] = None
+    min_rating: Optional[float] = None  # keep only ratings in [min_rating, max_rating] (API only; not a check)
     max_rating: Optional[float] = None
+    #: the scale every rating must lie in (a rating outside it is refused); None = the source's (build_checks.SCALES)
+    rating_scale: Optional[tuple[float, float]] = None
     time_unit: str = field(default="auto")  # "s" | "ms" | "auto" (ms when timestamps exceed 1e11)
 

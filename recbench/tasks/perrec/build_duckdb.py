@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from recbench.tasks.perrec import build_sql as sql
+from recbench.tasks.perrec.build_checks import no_ratings, scale_for
 from recbench.tasks.perrec.build_config import BuildConfig
 from recbench.tasks.perrec.build_pandas import separated_chains
 
@@ -101,7 +102,8 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
     path = sql.ratings_file(cat.source, cat.input) if cat.source in sql.SOURCES else Path(cat.input)
     con = connect(db, eng)
     try:
-        n_raw = sql.load(con, cat.source, path) if cat.source in sql.SOURCES else _load_frame(con, cat)
+        scale = scale_for(cfg, cat.source)
+        n_raw = sql.load(con, cat.source, path, scale) if cat.source in sql.SOURCES else _load_frame(con, cat, scale)
         con.execute("SET preserve_insertion_order = false")  # raw's rowids are file lines; later ones only labels
         sql.clean(con, cfg.min_rating, cfg.max_rating)
         summ = sql.summary(con)
@@ -128,11 +130,12 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
     return info
 
 
-def _load_frame(con: Any, cat: Category) -> int:
+def _load_frame(con: Any, cat: Category, scale: tuple[float, float]) -> int:
     """Sources without a DuckDB reader (amazon-user-json): read with pandas, then held as the `raw` table."""
     from recbench.tasks.perrec.build_readers import read_source
 
-    ratings, _ = read_source(cat.source, cat.input, cat.meta)
+    ratings, _ = read_source(cat.source, cat.input, cat.meta, scale)
+    no_ratings(len(ratings), cat.input)
     frame = ratings.astype({"rating": float, "timestamp": float})  # noqa: F841 (read by name below)
     con.execute("CREATE OR REPLACE TEMP TABLE raw AS SELECT user_id, item_id, rating, timestamp FROM frame")
     return len(ratings)

@@ -58,6 +58,8 @@ def separated_chains(e: pd.DataFrame, lam: float) -> tuple[np.ndarray, np.ndarra
     A `blk` column of e gives the block numbers (the duckdb engine's, in (item, window) order) instead of numbering
     the (item, window) pairs here. Returns (members [blocks x steps] row labels of e, -1 padded; chain lengths; block
     item codes)."""
+    if not len(e):  # no eligible rating: no block, no chain
+        return np.full((0, 2), -1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     block = e["blk"].to_numpy() if "blk" in e.columns else \
         e.groupby(["i" if "i" in e.columns else "item_id", "window"], sort=True).ngroup().to_numpy()
     rel = e["relative_rating"].to_numpy()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from recbench.store.diskspace import disk_full, is_full
+from recbench.tasks.perrec.build_checks import no_groups
 from recbench.tasks.perrec.build_config import BuildConfig
 from recbench.tasks.perrec.build_duckdb import Category, Engine, prepare
 from recbench.tasks.perrec.build_readers import category_items
@@ -58,6 +59,7 @@ def finish(out: str, items: Any, built: dict[str, Any], cfg: BuildConfig, source
         stats["domains"] = built["domains"]
     if out is None:
         return stats
+    no_groups(built, cfg)
     stage = staged(Path(out))
     try:
         write_build(stage, items, built, stats)

@@ -13,18 +13,7 @@ from recbench.api.errors import DataError
 from recbench.store.diskspace import DiskFull
 from recbench.tasks.perrec.build_config import BuildConfig
 from recbench.tasks.perrec.build_duckdb import Category, Engine, prepare
-from recbench.tasks.perrec.build_sql import SOURCES, ratings_file
-
-
-def check_inputs(cats: list[Category]) -> None:
-    """DataError listing every category whose ratings (or metadata) file is missing."""
-    missing = []
-    for c in cats:
-        ratings = ratings_file(c.source, c.input) if c.source in SOURCES else Path(c.input)
-        missing += [f"{c.domain}: {p}" for p in (ratings, c.meta) if p is not None and not Path(p).exists()]
-    if missing:
-        raise DataError(f"missing category file(s), no job started: {'; '.join(missing)}. Fix the paths or drop "
-                        "those --category options")
+from recbench.tasks.perrec.build_checks import check_inputs
 
 
 def prepare_job(cat: Category, folder: str, cfg: BuildConfig, eng: Engine) -> Optional[str]:
@@ -53,7 +42,7 @@ def build_sharded(cats: list[Category], out: Optional[str], cfg: BuildConfig, en
 
     if out is None:
         raise DataError("a sharded build needs --out (the jobs share its work folder). Fix: add --out")
-    check_inputs(cats)
+    check_inputs(cats)  # every category, in one line, before any job
     work_dir = work_folder(out, work)
     todo = [(i, c) for i, c in enumerate(cats) if not _prepared(category_folder(work_dir, i, c), c)]
     ex = executor(launcher, work_dir / ".submitit", eng)

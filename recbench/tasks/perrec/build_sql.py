@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from recbench.api.datafiles import finite
 from recbench.api.errors import DataError
+from recbench.tasks.perrec.build_checks import GRID, no_ratings, out_of_scale, warn_off_grid
 from recbench.store.diskspace import FULL_ERRNOS, disk_full
 
 #: per source: (file inside --input or None for the file itself, id column, item column, format, header lines)
@@ -44,9 +45,15 @@ def reader_sql(con: Any, source: str, path: Path) -> str:
         cols = f"{{'{uid}': 'VARCHAR', '{iid}': 'VARCHAR', 'rating': 'DOUBLE', 'timestamp': 'DOUBLE'}}"
         src = f"read_json({q(path)}, format='newline_delimited', columns={cols})"
     elif fmt == "csv":
-        types = f"{{'{uid}': 'VARCHAR', '{iid}': 'VARCHAR', 'rating': 'DOUBLE', 'timestamp': 'DOUBLE'}}"
-        _require(con, f"read_csv({q(path)}, header=true, all_varchar=true)", path, [uid, iid, "rating", "timestamp"])
-        src = f"read_csv({q(path)}, header=true, types={types})"
+        # the header read here and the dialect given, nothing sniffed: a sniffer that meets a line with an extra field
+        # in its sample takes the whole header for one column (and names the header instead of the line)
+        names = csv_header(path)
+        missing = [c for c in (uid, iid, "rating", "timestamp") if c not in names]
+        if missing:
+            raise DataError(f"{path}: missing column(s) {missing} (has {names}). Fix the header")
+        cols = ", ".join(f"{q(n)}: '{'DOUBLE' if n in ('rating', 'timestamp') else 'VARCHAR'}'" for n in names)
+        src = (f"read_csv({q(path)}, header=true, auto_detect=false, delim=',', quote='\"', escape='\"', "
+               f"columns={{{cols}}})")
     else:
         src = f"read_parquet({q(path)})"
         names = [d[0] for d in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
@@ -54,6 +61,16 @@ def reader_sql(con: Any, source: str, path: Path) -> str:
         _require(con, src, path, [uid, iid, "rating", "timestamp"])
     return (f"SELECT CAST({uid} AS VARCHAR) AS user_id, CAST({iid} AS VARCHAR) AS item_id, "
             f"CAST(rating AS DOUBLE) AS rating, CAST(timestamp AS DOUBLE) AS timestamp FROM {src}")
+
+
+def csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file's first line (gzip for .gz)."""
+    import csv
+    import gzip
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as f:
+        return next(csv.reader(f), [])
 
 
 def _require(con: Any, src: str, path: Path, columns: list[str]) -> None:
@@ -107,23 +124,37 @@ def _json_line(path: Path, reported: int) -> int:
     return reported
 
 
-def load(con: Any, source: str, path: Path) -> int:
-    """Read the file into the temporary table `raw` and refuse a rating or timestamp that is missing or not a finite
-    number (DataError naming the line); returns the number of rows read."""
+def load(con: Any, source: str, path: Path, scale: Optional[tuple[float, float]] = None) -> int:
+    """Read the file into the temporary table `raw`; refuse a rating or timestamp that is missing or not a finite
+    number, or (with a scale) a rating outside it, and warn once about ratings off the binary-exact grid (each named
+    by file and line); returns the number of rows read."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE raw AS {reader_sql(con, source, path)}")
-    bad = con.execute("SELECT rowid, rating, timestamp, count(*) OVER () FROM raw WHERE NOT coalesce(isfinite(rating) "
-                      "AND isfinite(timestamp), false) ORDER BY rowid LIMIT 1").fetchone()
-    if bad:
-        rowid, rating, ts, n = bad
-        header = SOURCES[source][4]
+    lo, hi = scale if scale is not None else (float("-inf"), float("inf"))
+    fin = "coalesce(isfinite(rating) AND isfinite(timestamp), false)"
+    out = f"rating < {float(lo)!r}::DOUBLE OR rating > {float(hi)!r}::DOUBLE" if scale is not None else "false"
+    off = f"rating * {GRID} <> round(rating * {GRID})" if scale is not None else "false"
+    n_bad, bad, n_out, first_out, n_off, first_off, n = con.execute(f"""SELECT
+        count(*) FILTER (WHERE NOT {fin}), min(rowid) FILTER (WHERE NOT {fin}),
+        count(*) FILTER (WHERE {fin} AND ({out})), min(rowid) FILTER (WHERE {fin} AND ({out})),
+        count(*) FILTER (WHERE {fin} AND ({off})), min(rowid) FILTER (WHERE {fin} AND ({off})), count(*)
+        FROM raw""").fetchone()
+    header = SOURCES[source][4]
+    if n_bad:
+        rating, ts = con.execute(f"SELECT rating, timestamp FROM raw WHERE rowid = {int(bad)}").fetchone()
         field, value = ("rating", rating) if rating is None or rating != rating or abs(rating) == float("inf") \
             else ("timestamp", ts)
         if SOURCES[source][3] == "json":
-            finite(value, f"{path}:{rowid + 1}", field)
+            finite(value, f"{path}:{bad + 1}", field)
         shown = "empty" if value is None else repr(str(value))
-        raise DataError(f"{path}:{rowid + 1 + header}: column '{field}' is {shown}, not a finite number ({n} such "
+        raise DataError(f"{path}:{bad + 1 + header}: column '{field}' is {shown}, not a finite number ({n_bad} such "
                         "row(s)). Fix the value or remove the row")
-    return int(con.execute("SELECT count(*) FROM raw").fetchone()[0])
+    rating_at = lambda rowid: con.execute(f"SELECT rating FROM raw WHERE rowid = {int(rowid)}").fetchone()[0]  # noqa: E731
+    if n_out:
+        raise out_of_scale(f"{path}:{first_out + 1 + header}", rating_at(first_out), n_out, scale, source)
+    if n_off:
+        warn_off_grid(f"{path}:{first_off + 1 + header}", rating_at(first_off), n_off, n)
+    no_ratings(int(n), path)
+    return int(n)
 
 
 def _codes(con: Any, table: str, id_col: str, code: str) -> None:
