@@ -132,10 +132,11 @@ def merged_defaults(name: str) -> list[dict]:
 
 
 def judge_model(cfg: Any) -> DictConfig:
-    """The judge's model config (judge.name and judge.backend) as a model node."""
-    return OmegaConf.create({"name": str(cfg.judge.name),
-                             "backend": OmegaConf.to_container(cfg.judge.backend, resolve=True)
-                             if cfg.judge.backend is not None else None})
+    """The judge's model config (judge.name, judge.backend, and its price table and context length when its entry
+    has them) as a model node."""
+    node = OmegaConf.to_container(cfg.judge, resolve=True)
+    keep = ("name", "backend", "price", "context_length", "requires", "hf_id")
+    return OmegaConf.create({k: node[k] for k in keep if k in node})
 
 
 def judges(cfg: Any) -> list[JudgeSpec]:
@@ -296,3 +297,36 @@ def _block(cfg: Any, tag: str, records: list[Any], tags: dict[str, list[str]], t
             "calls": len(calls), "prompt_tokens": sum(c.prompt_tokens for c in calls),
             "completion_tokens": sum(c.completion_tokens for c in calls),
             "panel": tags["panel"], "repeats": tags["repeat"], "this_invocation": totals}
+
+
+def merge_judges(cfg: Any, out: Path, shard_dirs: list[Path]) -> dict[str, Any]:
+    """A merge of shards: every shard's judge dirs joined into the merged run dir's, tag by tag (each shard judged its
+    own examples); metrics.json's `judge` block of the merged records ({} without a judge)."""
+    from recbench.store.judge_records import judge_records
+    from recbench.store.schema import read_prompts
+
+    if not enabled(cfg):
+        return {}
+    by_tag: dict[str, tuple[dict[str, Any], list[Any], dict[str, Any]]] = {}
+    for d in shard_dirs:
+        for tag, jr in judge_records(d).items():
+            _, recs, prompts = by_tag.setdefault(tag, (jr.manifest, [], {}))
+            recs.extend(jr.records)
+            prompts.update(read_prompts(Path(d) / JUDGE_DIR / tag / "prompts.jsonl"))
+    for tag, (manifest, recs, prompts) in by_tag.items():
+        where = Path(out) / JUDGE_DIR / tag
+        fp = "merged:" + hashlib.sha256(json.dumps(sorted(r.id for r in recs)).encode()).hexdigest()
+        start_again_if_changed(where, fp)
+        write_manifest(where, {**manifest, "fingerprint": fp, "merged_shards": len(shard_dirs)})
+        store = RunStore(where)
+        try:
+            for key, messages in prompts.items():
+                store.add_prompt(key, messages)
+            store.append_many(recs)
+        finally:
+            store.close()
+    tag = judges(cfg)[0].tag
+    if tag not in by_tag:
+        return {}
+    tags = {role: [t for t, (m, _, _) in by_tag.items() if m.get("role") == role] for role in ("panel", "repeat")}
+    return {"judge": _block(cfg, tag, by_tag[tag][1], tags, dict.fromkeys(COUNTERS, 0), by_tag[tag][0])}

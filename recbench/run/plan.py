@@ -151,6 +151,9 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     uses_model = method.needs_backend
     p = Plan(task=task.name, model=str(cfg.model.name) if uses_model else "none", method=method.name,
              examples=len(examples), already_finished=len(examples) - len(todo))
+    from recbench.run.judge_plan import plan_judge
+
+    p.judge = plan_judge(cfg, task, examples, run_dir, _count, TokenCounter)  # judge=<model>: apart from the model's
     if not uses_model:
         p.notes.append("this method needs no model: no requests, no cost")
         p.power = power_plan(cfg, task, run_dir, examples)
@@ -235,6 +238,10 @@ def print_plan(p: Plan) -> None:
         ("estimated cost (all / not cached)", "—" if not p.cost else
          f"{p.cost['total']:.4f} / {p.cost_uncached['total']:.4f} {p.cost['currency']}"),
     ]
+    if p.judge:
+        j = p.judge
+        rows += [("judge requests (all / unique / cached)", f"{j['requests']} / {j['unique_requests']} / {j['cached']}"),
+                 ("judge prompt tokens (all / not cached)", f"{j['prompt_tokens']} / {j['prompt_tokens_uncached']}")]
     if p.power:
         w = p.power
         paired = w.get("n_control") is None

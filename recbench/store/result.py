@@ -200,6 +200,7 @@ class PlanResult:
     cost: Optional[dict[str, Any]] = None
     cost_uncached: Optional[dict[str, Any]] = None
     power: Optional[dict[str, Any]] = None
+    judge: Optional[dict[str, Any]] = None  # judge=<model>: its requests, tokens and cost, apart (run/judge_plan.py)
     notes: list[str] = field(default_factory=list)
 
     @property

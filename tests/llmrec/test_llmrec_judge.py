@@ -29,6 +29,7 @@ class ScriptedJudge(Backend):
 
     kind = "scripted_judge"
     calls = 0
+    stop_after: int | None = None  # Ctrl-C once this many requests were answered (an interrupted judge pass)
     answer = staticmethod(lambda req: json.dumps({**{a: 4 for a in ASPECTS}, "reason": "fine"}))
 
     def __init__(self, name: str = "judge", batch_size: int = 8):
@@ -42,13 +43,15 @@ class ScriptedJudge(Backend):
         return self.static_identity(self.name)
 
     def generate(self, requests: list[Request]) -> list[Response]:
+        if self.stop_after is not None and type(self).calls >= self.stop_after:
+            raise KeyboardInterrupt
         type(self).calls += len(requests)
         return [Response(text=type(self).answer(r), prompt_tokens=20, completion_tokens=5) for r in requests]
 
 
 @pytest.fixture(autouse=True)
 def _reset():
-    ScriptedJudge.calls = 0
+    ScriptedJudge.calls, ScriptedJudge.stop_after = 0, None
     ScriptedJudge.answer = staticmethod(lambda req: json.dumps({**{a: 4 for a in ASPECTS}, "reason": "fine"}))
     yield
 
@@ -153,3 +156,78 @@ def test_refusals_before_anything_runs(tmp_path):
         assert message in str(e.value), (extra, str(e.value))
         assert "\n" not in str(e.value) and model.calls == 0 and ScriptedJudge.calls == 0
     assert not (tmp_path / "run" / "samples.jsonl").exists()
+
+
+def _by_prompt(req) -> str:
+    """A judge whose scores depend on the prompt (deterministic): a resumed pass must give the same numbers."""
+    import hashlib
+
+    h = int(hashlib.sha256(req.messages[-1][1].encode()).hexdigest(), 16)
+    return json.dumps({**{a: 1 + (h >> (3 * i)) % 5 for i, a in enumerate(ASPECTS)}, "reason": "h"})
+
+
+def test_an_interrupted_judge_pass_resumes_paying_only_unanswered_calls(tmp_path):
+    ScriptedJudge.answer = staticmethod(_by_prompt)
+    whole = run_from_config(_cfg(tmp_path / "w"), tmp_path / "whole", backend=_model()).to_dict()
+    cfg = _cfg(tmp_path)
+    cfg.judge.backend.batch_size = 2
+    ScriptedJudge.calls, ScriptedJudge.stop_after = 0, 4
+    with pytest.raises(KeyboardInterrupt):
+        run_from_config(cfg, tmp_path / "run", backend=_model())
+    assert len(judge_records(tmp_path / "run")["smollm2-pointwise"].records) == 4  # answered ones are kept
+    ScriptedJudge.calls, ScriptedJudge.stop_after = 0, None
+    m = run_from_config(cfg, tmp_path / "run", backend=_model()).to_dict()
+    assert ScriptedJudge.calls == 2 and m["extra"]["judge"]["this_invocation"]["backend_calls"] == 2
+    for a in ASPECTS:
+        assert m["metrics"][f"judge_{a}"] == whole["metrics"][f"judge_{a}"]
+
+
+def test_plan_counts_judge_requests_apart(tmp_path):
+    from recbench.run.plan import plan_from_config
+
+    p = plan_from_config(_cfg(tmp_path, "mode=plan", "judge.repeats=2"), tmp_path / "run")
+    assert p.judge["requests"] == 18 and list(p.judge["judges"]) == [
+        "smollm2-pointwise", "smollm2-pointwise-repeat1", "smollm2-pointwise-repeat2"]
+    assert p.requests == 6 and p.judge["prompt_tokens"] > 0  # the model's own requests are counted apart
+    run_from_config(_cfg(tmp_path, "judge=none"), tmp_path / "ref", backend=_model())
+    p = plan_from_config(_cfg(tmp_path, "mode=plan", "judge.protocol=pairwise", f"judge.reference={tmp_path / 'ref'}"),
+                         tmp_path / "run")
+    assert p.judge["requests"] == 12 and p.judge["unique_requests"] == 12
+
+
+def test_repeats_and_panel_get_their_own_records(tmp_path):
+    cfg = _cfg(tmp_path, "judge.repeats=1", "judge.temperature=0.7")
+    m = run_from_config(cfg, tmp_path / "run", backend=_model()).to_dict()
+    assert ScriptedJudge.calls == 12 and m["extra"]["judge"]["repeats"] == ["smollm2-pointwise-repeat1"]
+    dirs = judge_records(tmp_path / "run")
+    assert {t: d.role for t, d in dirs.items()} == {"smollm2-pointwise": "judge", "smollm2-pointwise-repeat1": "repeat"}
+    assert dirs["smollm2-pointwise"].manifest["self_judged"] is False
+
+
+def test_shards_judge_their_own_examples_and_the_merge_joins_them(tmp_path):
+    from recbench.run.merge import merge_shards
+
+    whole = run_from_config(_cfg(tmp_path), tmp_path / "whole", backend=_model()).to_dict()
+    dirs = []
+    for i in range(2):
+        d = tmp_path / f"run.shard={i},run.shards=2"
+        run_from_config(_cfg(tmp_path, f"run.shard={i}", "run.shards=2"), d, backend=_model())
+        dirs.append(d)
+    merged = merge_shards(dirs, out=tmp_path / "merged", merge_caches=False).result.to_dict()
+    assert merged["metrics"]["judge_satisfaction"] == whole["metrics"]["judge_satisfaction"]
+    assert merged["extra"]["judge"]["judged"] == 6
+    assert len(judge_records(tmp_path / "merged")["smollm2-pointwise"].records) == 6
+
+
+def test_a_yaml_task_opts_in_with_judge_rubric(tmp_path):
+    from recbench.api.task import Task
+    from recbench.run.construct import build_task
+
+    cfg = compose_cfg(["task=generic_yesno"])
+    assert build_task(cfg).rubric() == {} and Task.judge_rubric == {}
+    OmegaConf.set_struct(cfg, False)
+    cfg.task.judge_rubric = {"clarity": "easy to read"}
+    task = build_task(cfg)
+    assert "judge_clarity" in task.declared_metrics() and task.rubric() == {"clarity": "easy to read"}
+    ex = task.load()[0]
+    assert task.judge_context(ex) == task.prompt(ex)
