@@ -24,10 +24,10 @@ def _items_frame(df: pd.DataFrame, id_col: str, title_col: str = "title") -> pd.
     return out.drop_duplicates("item_id")
 
 
-def _read_ratings_csv(path: Path) -> pd.DataFrame:
-    """A ratings CSV with every column as the text written (an empty field is '', 'NaN' stays 'NaN'), so that a
-    refusal shows the value as it is in the file."""
-    return read_csv(path, dtype=str, keep_default_na=False)
+def _read_ratings_csv(path: Path, ids: tuple[str, str]) -> pd.DataFrame:
+    """A ratings CSV with the id columns as text and only an empty field missing: a rating written 'NaN' (or an id
+    written 'NA') stays as written, so a refusal shows the value as it is in the file."""
+    return read_csv(path, dtype={c: str for c in ids}, keep_default_na=False, na_values=[""])
 
 
 def _checked(df: pd.DataFrame, path: Path, names: dict[str, str], scale: Scale, source: str) -> pd.DataFrame:
@@ -62,7 +62,7 @@ def read_movielens(folder: str | Path, scale: Scale = None) -> tuple[pd.DataFram
     """MovieLens CSV: ratings.csv (userId,movieId,rating,timestamp) + movies.csv (movieId,title,genres)."""
     folder = Path(folder)
     p = folder / "ratings.csv"
-    r = _checked(_read_ratings_csv(p), p,
+    r = _checked(_read_ratings_csv(p, ("userId", "movieId")), p,
                  {"userId": "user_id", "movieId": "item_id", "rating": "rating", "timestamp": "timestamp"}, scale,
                  "movielens")
     movies = read_csv(folder / "movies.csv", dtype={"movieId": str})
@@ -93,7 +93,7 @@ def read_amazon_csv(ratings: str | Path, meta: str | Path | None = None,
                     scale: Scale = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Amazon 2023 benchmark CSV (user_id,parent_asin,rating,timestamp; e.g. the 5-core files) + metadata."""
     p = Path(ratings)
-    df = _read_ratings_csv(p)
+    df = _read_ratings_csv(p, ("user_id", "parent_asin"))
     names = {"user_id": "user_id", "parent_asin": "item_id", "rating": "rating", "timestamp": "timestamp"}
     return _checked(df, p, names, scale, "amazon-csv"), read_amazon_meta(meta)
 
