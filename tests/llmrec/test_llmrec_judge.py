@@ -231,3 +231,24 @@ def test_a_yaml_task_opts_in_with_judge_rubric(tmp_path):
     assert "judge_clarity" in task.declared_metrics() and task.rubric() == {"clarity": "easy to read"}
     ex = task.load()[0]
     assert task.judge_context(ex) == task.prompt(ex)
+
+
+def test_a_stub_openai_judge_always_answering_a_through_the_real_backend(tmp_path):
+    """judge=openai-server against the stub OpenAI-compatible server, which answers {"winner": "A"} to everything:
+    each pair is asked in both orders through the real openai backend, every verdict is a tie, and a rerun pays 0."""
+    from recbench.testing.openai_stub import StubServer
+
+    run_from_config(_cfg(tmp_path, "judge=none"), tmp_path / "ref", backend=_model("It suits the user."))
+    with StubServer(answer_fn=lambda messages: '{"winner": "A", "reason": "x"}') as stub:
+        overrides = ["judge=openai-server", "judge.protocol=pairwise", f"judge.reference={tmp_path / 'ref'}",
+                     f"judge.backend.base_url={stub.base_url}", "judge.backend.max_retries=0"]
+        cfg = compose_cfg(["task=llmrec_explanation", "method=zero_shot", "limit=6", "run.bootstrap_resamples=50",
+                           "run.progress=false", f"cache.path={tmp_path / 'cache.sqlite'}", *overrides])
+        m = run_from_config(cfg, tmp_path / "run", backend=_model()).to_dict()
+        assert stub.answered == 12 and m["extra"]["judge"]["tag"] == "openai-server-pairwise"
+        assert m["metrics"]["judge_win_rate"]["mean"] == 0.5
+        recs = judge_records(tmp_path / "run")["openai-server-pairwise"].records
+        assert {r.prediction for r in recs} == {"tie"}
+        assert all([o["winner"] for o in r.details["orders"]] == ["A", "A"] for r in recs)
+        m2 = run_from_config(cfg, tmp_path / "run", backend=_model()).to_dict()
+        assert stub.answered == 12 and m2["extra"]["judge"]["this_invocation"]["backend_calls"] == 0
