@@ -273,5 +273,18 @@ def print_summary(result: RunResult, brief: bool = False) -> None:
     task_lines = result.extra.get("summary")  # a task's own verdict lines (Task.run_facts 'summary': a list of text)
     lines += [str(x) for x in task_lines] if isinstance(task_lines, list) else []
     lines += terminal_lines(result.audits)  # the audits' verdicts, from the blocks the report's audit tables read
+    lines += judge_line(result.extra.get("judge"))
     con.print(escape("\n".join(wrap_lines(lines, con.width))), highlight=False)
     con.print(escape(f"run dir: {result.run_dir}"), soft_wrap=True, highlight=False)  # a path stays in one piece
+
+
+def judge_line(block: Any) -> list[str]:
+    """The judge pass in one line (metrics.json's `judge` block; docs/judges.md): who judged, how, how many answers
+    did not parse, where the records are, and its calls of this invocation."""
+    if not isinstance(block, dict):
+        return []
+    inv = block.get("this_invocation") or {}
+    failed = f"{block.get('parse_failed', 0)} of {block.get('judged', 0)}"
+    return [f"judge {block.get('name')} ({block.get('protocol')}{', judging its own answers' if block.get('self_judged') else ''}): "
+            f"{failed} judge answers unparseable (their judge_* values undefined); records {block.get('records')}; "
+            f"this run: judge calls {inv.get('backend_calls', 0)} | cache hits {inv.get('cache_hits', 0)}"]
