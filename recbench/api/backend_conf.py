@@ -60,6 +60,8 @@ class OpenAIBackendConf(ModelBackendConf):
     max_consecutive_failures: int = 5
     down_after_s: float = 3.0
     seed_param: bool = True
+    # an answer larger than this (headers and body, bytes) is a backend error for its request, read no further
+    max_response_bytes: int = 16 * 2**20
 
 
 @dataclass

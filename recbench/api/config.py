@@ -246,7 +246,7 @@ def validate(cfg: DictConfig) -> None:
         _check(_finite(m.max_tokens, whole=True) and int(float(m.max_tokens)) >= 1, "method.max_tokens", m.max_tokens,
                "a whole number >= 1")
     b = (cfg.get("model") or {}).get("backend") or {}
-    for key in ("batch_size", "concurrency", "max_consecutive_failures"):
+    for key in ("batch_size", "concurrency", "max_consecutive_failures", "max_response_bytes"):
         if b.get(key) is not None:
             _check(int(b[key]) >= 1, f"model.backend.{key}", b[key], ">= 1")
     if b.get("max_retries") is not None:

@@ -36,6 +36,18 @@ from recbench.store.redact import redact_url
 
 log = logging.getLogger(__name__)
 
+def _check_limits(max_consecutive_failures: Any, down_after_s: Any, max_response_bytes: Any) -> None:
+    """ValueError naming the key for a failure count < 1, a down_after_s <= 0 or a max_response_bytes < 1."""
+    if int(max_consecutive_failures) < 1:
+        raise ValueError(f"max_consecutive_failures must be >= 1, got {max_consecutive_failures!r} "
+                         "(model.backend.max_consecutive_failures)")
+    if not float(down_after_s) > 0:
+        raise ValueError(f"down_after_s must be > 0 seconds, got {down_after_s!r} (model.backend.down_after_s)")
+    if not isinstance(max_response_bytes, int) or isinstance(max_response_bytes, bool) or max_response_bytes < 1:
+        raise ValueError(f"max_response_bytes must be a whole number of bytes >= 1, got {max_response_bytes!r} "
+                         "(model.backend.max_response_bytes)")
+
+
 class OpenAIBackend(EndpointRouting, Backend):
     """Chat completions against any OpenAI-compatible `base_url` (one URL or a list of servers of the same model),
     `concurrency` requests in flight on one event loop."""
@@ -66,14 +78,12 @@ class OpenAIBackend(EndpointRouting, Backend):
         quirks: Optional[Sequence[str]] = Conf.quirks,  # type: ignore[assignment]
         http_process: bool = False,
         event_loop: str = "auto",
+        max_response_bytes: int = Conf.max_response_bytes,
     ):
         self._init_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}  # for http_process
         self.quirks = check_quirks(quirks)
-        if int(max_consecutive_failures) < 1:
-            raise ValueError(f"max_consecutive_failures must be >= 1, got {max_consecutive_failures!r} "
-                             "(model.backend.max_consecutive_failures)")
-        if not float(down_after_s) > 0:
-            raise ValueError(f"down_after_s must be > 0 seconds, got {down_after_s!r} (model.backend.down_after_s)")
+        _check_limits(max_consecutive_failures, down_after_s, max_response_bytes)
+        self.max_response_bytes = int(max_response_bytes)
         self.model = model
         self.name = name or model
         self.base_urls = self.check_config(base_url=base_url, api_key_env=api_key_env, constraints=constraints)
@@ -150,7 +160,8 @@ class OpenAIBackend(EndpointRouting, Backend):
                "concurrency": self.concurrency, "timeout_s": self.timeout_s, "retry": dataclasses.asdict(self.policy),
                "constraints": self.constraints, "extra_body": self.extra_body, "batch_size": self.batch_size,
                "max_consecutive_failures": self.max_consecutive_failures, "down_after_s": self.down_after_s,
-               "transport": self.transport, "http_process": self.http_process}
+               "transport": self.transport, "http_process": self.http_process,
+               "max_response_bytes": self.max_response_bytes}
         if len(urls) > 1:  # what each server listed at the start, and how many answers it gave
             out["endpoints"] = [{"base_url": ep.public, "served": self._served.get(ep.public), "answers": ep.answered}
                                 for ep in self._endpoints]
@@ -233,7 +244,7 @@ class OpenAIBackend(EndpointRouting, Backend):
         for ep in self._endpoints:
             if ep.client is None:  # one keep-alive pool per server; its connect events mark that server up
                 ep.client = make_transport(self.transport, self.concurrency, self.timeout_s,
-                                           functools.partial(self._on_connect, ep))
+                                           functools.partial(self._on_connect, ep), self.max_response_bytes)
         self._dead = None
         start = time.monotonic()
         for ep in self._endpoints:  # a new stream gives every server a fresh down_after_s

@@ -17,7 +17,8 @@ from recbench.backends.base import BackendUnavailable
 from recbench.backends.endpoints import Endpoint
 from recbench.backends.openai_wire import REFUSED_STATUSES, _error_text, _Failure, _parse, build_payload, encode_payload
 from recbench.backends.retry import RetryPolicy, parse_retry_after, retryable_status
-from recbench.backends.transport import ConnectFailure, HttpReply, ReadTimeout, TransportError
+from recbench.backends.transport import (
+    ConnectFailure, HttpReply, NotHttp, ReadTimeout, ResponseTooLarge, TransportError)
 
 log = logging.getLogger("recbench.backends.openai")
 
@@ -169,24 +170,12 @@ class EndpointRouting:
             self.stats["attempts"] += 1
             reply = await ep.client.post(ep.url, body, ep.headers)
         except ConnectFailure as e:
-            ep.alive = ep.pending = False
-            ep.consecutive += 1
-            ep.last_error = self._scrub(str(e))
-            self._drain(ep, probe)
-            self.stats["connection_errors"] += 1
-            self.stats["max_consecutive"] = max(self.stats["max_consecutive"], ep.consecutive)
-            silent = time.monotonic() - ep.last_answer
-            if ep.consecutive >= self.max_consecutive_failures and silent >= self.down_after_s:
-                if not ep.down and self._any_up():
-                    log.warning("openai backend: %s is down (no answer for %.1fs, %d connection attempts in a row "
-                                "failed); the other servers take its requests, it is probed again later", ep.public,
-                                silent, ep.consecutive)
-                ep.down = True
-                if all(e.down for e in self._endpoints):
-                    self._dead = BackendUnavailable(self._down_message())
-                    raise self._dead from None
-            raise _Failure(self._scrub(f"connection error at {ep.public}: {e}"), retryable=True,
-                           connection=True) from None
+            raise self._connection_failed(ep, e, probe) from None
+        except ResponseTooLarge as e:  # the same request would get the same answer: not retried
+            raise _Failure(self._scrub(f"the answer from {ep.public} {e.how} {e.size:,} bytes, over "
+                                       f"model.backend.max_response_bytes={e.limit}; not read further. Raise that "
+                                       "setting if the server's answers are that large"),
+                           retryable=False, status=e.status) from None
         except ReadTimeout as e:
             self.stats["timeouts"] += 1
             raise _Failure(f"timed out after {self.timeout_s:g}s at {ep.public} ({e})", retryable=True) from None
@@ -206,6 +195,35 @@ class EndpointRouting:
                     ep.probing = False
                     self._cond.notify_all()
         return self._judge(ep, reply, probe)
+
+    def _connection_failed(self, ep: Endpoint, e: ConnectFailure, probe: bool) -> _Failure:
+        """Count a connection failure at `ep` (its drain, the down rule) and return the attempt's _Failure; raise
+        BackendUnavailable when every endpoint is down, or when `ep` answered something that is not HTTP
+        `max_consecutive_failures` times in a row (another protocol at that address: no retry will help)."""
+        ep.alive = ep.pending = False
+        ep.consecutive += 1
+        ep.last_error = self._scrub(str(e))
+        self._drain(ep, probe)
+        self.stats["connection_errors"] += 1
+        self.stats["max_consecutive"] = max(self.stats["max_consecutive"], ep.consecutive)
+        if isinstance(e, NotHttp) and ep.consecutive >= self.max_consecutive_failures:
+            if self._dead is None:  # the first reason given stays the one reported
+                self._dead = BackendUnavailable(self._scrub(
+                    f"openai backend: the server at {ep.public} answered something that is not HTTP: {e.first} "
+                    f"({ep.consecutive} answers in a row); check model.backend.base_url: its host and port must be an "
+                    "OpenAI-compatible HTTP server's (https:// for one that speaks TLS)"))
+            raise self._dead
+        silent = time.monotonic() - ep.last_answer
+        if ep.consecutive >= self.max_consecutive_failures and silent >= self.down_after_s:
+            if not ep.down and self._any_up():
+                log.warning("openai backend: %s is down (no answer for %.1fs, %d connection attempts in a row "
+                            "failed); the other servers take its requests, it is probed again later", ep.public,
+                            silent, ep.consecutive)
+            ep.down = True
+            if all(e.down for e in self._endpoints):
+                self._dead = BackendUnavailable(self._down_message())
+                raise self._dead
+        return _Failure(self._scrub(f"connection error at {ep.public}: {e}"), retryable=True, connection=True)
 
     def _judge(self, ep: Endpoint, reply: HttpReply, probe: bool) -> HttpReply:
         """An HTTP answer: a 200 is returned; 5xx answers in a row drain the server; a run of refusals (401, 403,

@@ -3,19 +3,23 @@ installed and no proxy or netrc login applies (recbench/backends/transport_httpt
 else aiohttp when installed, else httpx.
 
 Every transport raises the same three exceptions, so the backend's retry logic does not depend on the library:
-`ConnectFailure` (refused, reset, DNS, connect timeout: the server is not reachable), `ReadTimeout`
-(connected, but no full answer in time) and `TransportError` (anything else, not retried).
+`ConnectFailure` (refused, reset, DNS, connect timeout: the server is not reachable; `NotHttp` when what it answers
+is not HTTP), `ReadTimeout` (connected, but no full answer in time) and `TransportError` (anything else, not retried;
+`ResponseTooLarge` when an answer runs past `max_response_bytes`, read as it arrives and left unread from there).
 """
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any, Optional, Sequence
 
 from recbench.backends.transport_base import (  # noqa: F401 - imported from here by the backend and the tests
     ConnectFailure,
     HttpReply,
+    NotHttp,
     OnConnect,
     ReadTimeout,
+    ResponseTooLarge,
     Transport,
     TransportError,
 )
@@ -89,15 +93,33 @@ def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-def make_transport(kind: str, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None) -> Transport:
-    """Build the transport (call inside the event loop that will use it)."""
+def make_transport(kind: str, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None,
+                   max_response_bytes: Optional[int] = None) -> Transport:
+    """Build the transport (call inside the event loop that will use it); `max_response_bytes` None: no limit."""
     kind = available(kind)
     if kind == "httptools":
         from recbench.backends.transport_httptools import HttptoolsTransport
 
-        return HttptoolsTransport(concurrency, timeout_s, on_connect)
+        return HttptoolsTransport(concurrency, timeout_s, on_connect, max_response_bytes)
     cls = AiohttpTransport if kind == "aiohttp" else HttpxTransport
-    return cls(concurrency, timeout_s, on_connect)
+    return cls(concurrency, timeout_s, on_connect, max_response_bytes)
+
+
+async def read_bounded(chunks: Any, limit: Optional[int], status: int, declared: Optional[int],
+                       close: Any) -> bytes:
+    """An answer's body from its async chunk iterator, refused (ResponseTooLarge, `close()` called, nothing more
+    read) as soon as its declared length or the bytes that arrived pass `limit` (None: no limit)."""
+    if limit is not None and declared is not None and declared > limit:
+        close()
+        raise ResponseTooLarge(limit, status, declared, declared=True)
+    parts, size = [], 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if limit is not None and size > limit:
+            close()
+            raise ResponseTooLarge(limit, status, size, declared=False)
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 class AiohttpTransport(Transport):
@@ -105,10 +127,12 @@ class AiohttpTransport(Transport):
 
     name = "aiohttp"
 
-    def __init__(self, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None):
+    def __init__(self, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None,
+                 max_response_bytes: Optional[int] = None):
         import aiohttp
 
         self._aiohttp = aiohttp
+        self._max_bytes = max_response_bytes
         timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, 30.0))
         # the environment's proxy and netrc credentials (what trust_env=True reads) are looked up once per server
         # (_from_env), not in two worker-thread hops per request; no trace_configs: a trace costs every request
@@ -150,7 +174,7 @@ class AiohttpTransport(Transport):
                 headers = {**headers, "Authorization": env["login"]}
             async with self._session.post(url, data=body, headers=headers, proxy=env.get("proxy"),
                                           proxy_auth=env.get("proxy_auth")) as r:
-                data = await r.read()
+                data = await read_bounded(r.content.iter_any(), self._max_bytes, r.status, r.content_length, r.close)
                 return HttpReply(r.status, r.headers, data)
         except self._connect_timeout as e:  # type: ignore[misc]
             raise ConnectFailure(f"connect timeout ({type(e).__name__})") from None
@@ -158,12 +182,32 @@ class AiohttpTransport(Transport):
             raise ReadTimeout(type(e).__name__) from None
         except (a.ClientConnectionError, a.ClientPayloadError) as e:
             raise ConnectFailure(f"{type(e).__name__}: {e}") from None
+        except a.ClientResponseError as e:
+            raise _not_http(e) or TransportError(f"{type(e).__name__}: {e}") from None
         except a.ClientError as e:
             raise TransportError(f"{type(e).__name__}: {e}") from None
 
     async def aclose(self) -> None:
         """Close the session and its connector."""
         await self._session.close()
+
+
+_QUOTED_BYTES = re.compile(r"b'(?:[^'\\]|\\.)*'" + r'|b"(?:[^"\\]|\\.)*"')  # b'...' as repr() writes bytes
+
+
+def _not_http(e: BaseException) -> Optional[NotHttp]:
+    """NotHttp when aiohttp's parser found no HTTP status line (its BadStatusLine among the causes), naming the bytes
+    its message quotes; else None."""
+    from aiohttp.http_exceptions import BadStatusLine
+
+    cause: Optional[BaseException] = e
+    while cause is not None and not isinstance(cause, BadStatusLine):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    quoted = _QUOTED_BYTES.search(str(cause))
+    first = quoted.group(0) if quoted else repr(getattr(cause, "line", "") or str(cause).splitlines()[0])
+    return NotHttp(first if len(first) <= 60 else first[:57] + "...")
 
 
 def _connector(concurrency: int, on_connect: Optional[OnConnect]) -> Any:
@@ -186,10 +230,12 @@ class HttpxTransport(Transport):
 
     name = "httpx"
 
-    def __init__(self, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None):
+    def __init__(self, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None,
+                 max_response_bytes: Optional[int] = None):
         import httpx
 
         self._httpx = httpx
+        self._max_bytes = max_response_bytes
         self._timeout_s = timeout_s
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
                                          limits=httpx.Limits(max_connections=concurrency,
@@ -207,7 +253,14 @@ class HttpxTransport(Transport):
         h = self._httpx
         try:
             async with asyncio.timeout(self._timeout_s + 1.0):
-                r = await self._client.post(url, content=body, headers=headers, extensions=self._ext)
+                req = self._client.build_request("POST", url, content=body, headers=headers, extensions=self._ext)
+                r = await self._client.send(req, stream=True)
+                try:
+                    length = r.headers.get("content-length")
+                    data = await read_bounded(r.aiter_bytes(), self._max_bytes, r.status_code,
+                                              int(length) if length and length.isdigit() else None, lambda: None)
+                finally:
+                    await r.aclose()
         except h.ConnectTimeout as e:
             raise ConnectFailure(f"connect timeout ({type(e).__name__})") from None
         except (h.TimeoutException, TimeoutError) as e:
@@ -216,7 +269,7 @@ class HttpxTransport(Transport):
             raise ConnectFailure(f"{type(e).__name__}: {e}") from None
         except h.HTTPError as e:
             raise TransportError(f"{type(e).__name__}: {e}") from None
-        return HttpReply(r.status_code, r.headers, r.content)
+        return HttpReply(r.status_code, r.headers, data)
 
     async def aclose(self) -> None:
         """Close the client and its pool."""

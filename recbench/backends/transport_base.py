@@ -17,8 +17,33 @@ class ReadTimeout(Exception):
     """The server took longer than the timeout to answer."""
 
 
+class NotHttp(ConnectFailure):
+    """The server answered with something that is not an HTTP status line (another protocol on that port, TLS on a
+    plain-HTTP URL): `first` is the start of what it sent, as Python writes bytes."""
+
+    def __init__(self, first: str):
+        super().__init__(f"the server answered something that is not HTTP: {first}")
+        self.first = first
+
+
 class TransportError(Exception):
     """Any other client-side HTTP failure (bad URL, protocol misuse); not worth retrying."""
+
+
+class ResponseTooLarge(TransportError):
+    """The answer's body is larger than the transport's `max_response_bytes` (read no further: the connection is
+    closed); `size` is what the server declared (Content-Length) or what had arrived when reading stopped."""
+
+    def __init__(self, limit: int, status: int, size: int, declared: bool):
+        self.how = "declares" if declared else "was still coming after"
+        super().__init__(f"the answer (HTTP {status}) {self.how} {size:,} bytes, over the limit of {limit:,} bytes")
+        self.limit, self.status, self.size = limit, status, size
+
+
+def first_bytes(data: bytes, n: int = 40) -> str:
+    """The start of an answer as Python writes bytes: its first line, at most n bytes of it ('...' when cut)."""
+    line = data[:n].split(b"\n", 1)[0].rstrip(b"\r")
+    return repr(line) + ("..." if len(line) < len(data) else "")
 
 
 @dataclass

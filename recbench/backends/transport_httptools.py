@@ -8,7 +8,10 @@ when the parser says the message is complete. The errors are those of recbench/b
 aiohttp's are mapped in transport.py: a connection refused, reset or closed before the whole answer, or an answer that is
 not HTTP, is a ConnectFailure (the backend retries it); no whole answer within `timeout_s` is a ReadTimeout (the
 connection is closed: a late answer must not be read as the next request's); a header value with a line break is a
-TransportError. Not handled here, so `transport: auto` takes aiohttp for them: proxies and netrc logins.
+TransportError. An answer whose first line is not an HTTP status line is a NotHttp (a ConnectFailure that names the
+start of what the server sent); an answer larger than `max_response_bytes` (headers and body, counted as they arrive)
+is a ResponseTooLarge, the connection closed at once, so no more of it is read. Not handled here, so
+`transport: auto` takes aiohttp for them: proxies and netrc logins.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from recbench.backends.transport_base import ConnectFailure, HttpReply, OnConnect, ReadTimeout, Transport, TransportError
+from recbench.backends.transport_base import (
+    ConnectFailure, HttpReply, NotHttp, OnConnect, ReadTimeout, ResponseTooLarge, Transport, TransportError, first_bytes)
 
 
 class _Headers(dict):
@@ -38,7 +42,8 @@ class _Headers(dict):
 class _Connection(asyncio.Protocol):
     """One keep-alive connection: writes a request, parses its answer into the waiting future."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: Optional[int] = None) -> None:
+        self.max_bytes = max_bytes  # None: no limit
         self.transport: Optional[asyncio.Transport] = None
         self.parser = httptools.HttpResponseParser(self)
         self.waiter: Optional[asyncio.Future] = None
@@ -48,17 +53,30 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._framed = False  # the answer states its length (Content-Length or chunked)
         self._unframed_body = False  # headers in, no stated length: the body runs until the connection closes
+        self._first = b""  # the answer's first bytes (named when they are not HTTP)
+        self._size = 0  # bytes of the answer's headers and body so far
+        self._status_seen = False  # the parser read an HTTP status line
+        self._refused = False  # the answer is too large: the rest of it is dropped
 
     # asyncio's side
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if len(self._first) < 64:
+            self._first += data[:64 - len(self._first)]
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as e:
-            self._fail(ConnectFailure(f"the server's answer is not HTTP/1.1 ({type(e).__name__}: {e})"))
+            if not self._status_seen:  # the first line is no HTTP status line: name what came instead
+                self._fail(NotHttp(first_bytes(self._first)))
+            else:
+                self._fail(ConnectFailure(f"the server's answer is not HTTP/1.1 ({type(e).__name__}: {e})"))
             self.close()
+
+    def sending(self) -> None:
+        """A request is about to be written: its answer's first bytes and size are counted from here."""
+        self._first, self._size, self._status_seen, self._refused = b"", 0, False, False
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.closed = True
@@ -74,13 +92,35 @@ class _Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._unframed_body = not self._framed
 
+    def on_status(self, status: bytes) -> None:
+        self._status_seen = True
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
-        if name.lower() in (b"content-length", b"transfer-encoding"):
+        lower = name.lower()
+        if lower in (b"content-length", b"transfer-encoding"):
             self._framed = True
+        if lower == b"content-length" and value.strip().isdigit() and self.max_bytes is not None \
+                and int(value) > self.max_bytes:  # refused before any of the body is read
+            self._too_large(int(value), declared=True)
+        self._count(len(name) + len(value))
 
     def on_body(self, body: bytes) -> None:
-        self._body.append(body)
+        if not self._refused:
+            self._body.append(body)
+            self._count(len(body))
+
+    def _count(self, n: int) -> None:
+        self._size += n
+        if self.max_bytes is not None and self._size > self.max_bytes and not self._refused:
+            self._too_large(self._size, declared=False)
+
+    def _too_large(self, size: int, declared: bool) -> None:
+        """Over max_bytes: fail the request, drop what was read and close the connection (nothing more is read)."""
+        self._refused = True
+        self._body = []
+        self._fail(ResponseTooLarge(self.max_bytes or 0, self.parser.get_status_code(), size, declared))
+        self.close()
 
     def on_message_complete(self) -> None:
         self.keep_alive = self.parser.should_keep_alive()
@@ -109,8 +149,10 @@ class HttptoolsTransport(Transport):
 
     name = "httptools"
 
-    def __init__(self, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None):
+    def __init__(self, concurrency: int, timeout_s: float, on_connect: Optional[OnConnect] = None,
+                 max_response_bytes: Optional[int] = None):
         self._timeout_s, self._on_connect = timeout_s, on_connect
+        self._max_bytes = max_response_bytes
         self._connect_s = min(timeout_s, 30.0)
         self._slots = asyncio.Semaphore(concurrency)
         self._idle: dict[tuple, list[_Connection]] = {}
@@ -142,7 +184,7 @@ class HttptoolsTransport(Transport):
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(
-                _Connection, host, port, ssl=ssl.create_default_context() if tls else None), self._connect_s)
+                lambda: _Connection(self._max_bytes), host, port, ssl=ssl.create_default_context() if tls else None), self._connect_s)
         except asyncio.TimeoutError:
             raise ConnectFailure(f"connect timeout after {self._connect_s:g}s") from None
         except OSError as e:  # refused, unreachable, DNS (socket.gaierror), TLS (ssl.SSLError)
@@ -162,6 +204,7 @@ class HttptoolsTransport(Transport):
             conn = idle.pop() if idle else await self._connect(server)
             loop = asyncio.get_running_loop()
             conn.waiter = waiter = loop.create_future()
+            conn.sending()
             conn.transport.write(b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body))  # type: ignore[union-attr]
             timer = loop.call_later(self._timeout_s, _expire, waiter, self._timeout_s)
             try:

@@ -80,7 +80,7 @@ def test_not_http_a_cut_answer_and_no_answer_in_time_then_a_new_connection_works
                b"SILENT",
                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"]
     _, got = _serve(answers, lambda t, url: _results(t, url, 4))
-    assert got == ["ConnectFailure", "ConnectFailure", "ReadTimeout", (200, None, b"{}")]
+    assert got == ["NotHttp", "ConnectFailure", "ReadTimeout", (200, None, b"{}")]  # NotHttp: a ConnectFailure
 
 
 def test_a_header_with_a_line_break_and_a_url_that_is_not_http_are_refused():
