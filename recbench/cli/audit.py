@@ -12,13 +12,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     import argparse
     import json
 
-    from recbench.store.schema import read_run
+    import sys
+
+    from recbench.store.paths import PathRefused, existing_dir
+    from recbench.store.schema import SchemaError, read_run
 
     ap = argparse.ArgumentParser(prog="python -m recbench.audit", description=main.__doc__)
     ap.add_argument("run_dir")
     ap.add_argument("--metric", default=None, help="per-example metric to summarise (default: the run's headline)")
     a = ap.parse_args(argv)
-    run = read_run(a.run_dir, require_result=False)
+    try:
+        existing_dir(a.run_dir, f"RUN_DIR {a.run_dir}", "pass a run dir (runs/<task>/<model>/<method>/<variant>)")
+        run = read_run(a.run_dir, require_result=False)
+    except (SchemaError, PathRefused) as e:
+        print(f"recbench: error: {e}", file=sys.stderr)
+        return 2
     recs = list(run.samples())
     metric = a.metric or getattr(run.result, "headline_metric", None)
     if metric is None:  # an unfinished run has no metrics.json: the first metric of the records

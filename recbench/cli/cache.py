@@ -50,7 +50,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 for model, k in st["models"].items():
                     print(f"  {k:>9}  {model}")
     except (FileNotFoundError, ValueError, sqlite3.DatabaseError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"recbench: error: {e}", file=sys.stderr)
         return 2
     return 0
 

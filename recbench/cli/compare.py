@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              alpha=args.alpha, n_resamples=args.resamples, seed=args.seed,
                              slices=not args.no_slices, margin=margin)
     except (CompareError, SchemaError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"recbench: error: {e}", file=sys.stderr)
         return 2
     print_table(comps, args.correction)
     print_margin_table(comps, args.correction)

@@ -20,6 +20,7 @@ import orjson
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
+from recbench.store.paths import PathRefused, existing_dir, writable_file
 from recbench.store.schema import (
     CallRecord,
     ErrorRecord,
@@ -136,11 +137,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="output file (default: RUN_DIR/samples.html)")
     args = ap.parse_args(argv)
     try:
+        existing_dir(args.run_dir, f"RUN_DIR {args.run_dir}", "pass a run dir (runs/<task>/<model>/<method>/<variant>)")
+        out = args.out or args.run_dir / "samples.html"
+        writable_file(out, f"--out {out}", "the page")
         data = load_run(args.run_dir)
         path = write_view(args.run_dir, args.out, data)
-    except (SchemaError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except (SchemaError, OSError, PathRefused) as e:
+        print(f"recbench: error: {e}", file=sys.stderr)
+        return 2
     print(f"wrote {path}: {data['n_samples']} examples, {data['n_errors']} abandoned after backend errors")
     return 0
 

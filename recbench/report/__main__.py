@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from recbench.report.config_keys import ConfigKeys
+from recbench.store.paths import PathRefused, existing_dir, writable_dir
 from recbench.store.schema import SchemaError
 from recbench.report.writer import write_report
 
@@ -24,15 +25,19 @@ def main(argv: list[str] | None = None) -> int:
                          "(default 0.5, as report.max_parse_failure_rate; 1 counts every run)")
     a = ap.parse_args(argv)
     if not 0 < a.max_parse_failure_rate <= 1:
-        print(f"recbench.report: --max-parse-failure-rate={a.max_parse_failure_rate}: must be in (0, 1]", file=sys.stderr)
+        print(f"recbench: error: --max-parse-failure-rate={a.max_parse_failure_rate}: must be in (0, 1]",
+              file=sys.stderr)
         return 2
     out = Path(a.out) if a.out else Path(a.dirs[0]) / "report"
     try:
+        for d in a.dirs:
+            existing_dir(d, d, "pass run dirs or sweep dirs (runs/..., or a sweep's folder)")
+        writable_dir(out, f"--out {out}", "the report")
         written = write_report(a.dirs, out, title=a.title, formats=a.formats.split(","),
                                config_keys=ConfigKeys.load(a.config_keys) if a.config_keys else None,
                                max_parse_failure_rate=a.max_parse_failure_rate)
-    except (FileNotFoundError, SchemaError) as e:
-        print(f"recbench.report: {e}", file=sys.stderr)
+    except (FileNotFoundError, SchemaError, PathRefused) as e:
+        print(f"recbench: error: {e}", file=sys.stderr)
         return 2
     for k, p in written.items():
         print(f"{k:10s} {p}")

@@ -82,6 +82,9 @@ def test_cli_writes_beside_the_run_and_reports_a_bad_dir(model_free_run, tmp_pat
     assert view.main([str(model_free_run)]) == 0
     assert (model_free_run / "samples.html").is_file()
     assert "60 examples" in capsys.readouterr().out
-    assert view.main([str(tmp_path / "nope")]) == 1
+    assert view.main([str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "no samples.jsonl" in err and len(err.splitlines()) == 1
+    assert err.startswith("recbench: error: ") and "nope: no such folder" in err and len(err.splitlines()) == 1
+    assert view.main([str(tmp_path)]) == 2  # a folder that is no run dir
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("recbench: error: ") and "no samples.jsonl" in err and len(err.splitlines()) == 1

@@ -5,14 +5,12 @@ Both engines call these, so the same bad input gives the same exit code and the 
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from recbench.api.errors import ConfigError, DataError
+from recbench.store.paths import readable_file, writable_dir
 
 #: each source's rating scale (inclusive): MovieLens half stars, Amazon Reviews 1-5 stars; --rating-scale LO,HI instead
 SCALES = {"movielens": (0.5, 5.0), "amazon-csv": (1.0, 5.0), "amazon-jsonl": (1.0, 5.0),
@@ -117,11 +115,7 @@ def check_engine(eng: Any) -> None:
 # ---- paths -------------------------------------------------------------------------------------------------------
 def _readable_file(path: Path, label: str, fix: str) -> None:
     """DataError (`label: what is wrong. Fix: ...`) unless path is a readable, non-empty file."""
-    wrong = ("no such file" if not path.exists() else "a folder, not a file" if path.is_dir() else
-             "not readable (permissions)" if not os.access(path, os.R_OK) else
-             "the file is empty (0 bytes)" if path.stat().st_size == 0 else "")
-    if wrong:
-        raise DataError(f"{label}: {wrong}. Fix: {fix}")
+    readable_file(path, label, fix)
 
 
 def check_inputs(cats: Iterable[Any]) -> None:
@@ -157,31 +151,14 @@ def _check_input(c: Any) -> None:
         _readable_file(Path(c.meta), meta, "point it at the item metadata file (JSONL or CSV with parent_asin,title)")
 
 
-def check_writable(path: Path, flag: str, what: str) -> None:
-    """DataError unless a folder can be made at `path` (its nearest existing parent takes a new folder): probed by
-    making and removing a temporary folder there, so nothing is left behind."""
-    if path.exists() and not path.is_dir():
-        raise DataError(f"{flag} {path}: a file, not a folder. Fix: give a folder for {what}")
-    base = path if path.is_dir() else path.parent
-    while not base.exists():
-        base = base.parent
-    if not base.is_dir():
-        raise DataError(f"{flag} {path}: {base} is a file, not a folder. Fix: give a folder for {what}")
-    try:
-        shutil.rmtree(tempfile.mkdtemp(prefix=".recbench-probe-", dir=base))
-    except OSError as e:
-        raise DataError(f"{flag} {path}: cannot write in {base} ({e.strerror}). Fix: give a writable folder for "
-                        f"{what}") from None
-
-
 def check_outputs(out: Optional[str], work: Optional[str]) -> None:
     """DataError for an --out or --work-dir that is a file or cannot be written (the build's staging folder sits
     beside --out; its work folder is OUT.work or inside --work-dir)."""
     if out is not None:
-        check_writable(Path(out), "--out", "the build")
-        check_writable(Path(out).parent if Path(out).parent != Path(out) else Path(out), "--out", "the build")
+        writable_dir(out, f"--out {out}", "the build")
+        writable_dir(Path(out).parent, f"--out {out}", "the build")  # the staging folder .OUT.partial sits beside it
     if work is not None:
-        check_writable(Path(work), "--work-dir", "the build's work databases")
+        writable_dir(work, f"--work-dir {work}", "the build's work databases")
 
 
 def no_ratings(n: int, path: Any) -> None:
