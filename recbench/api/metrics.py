@@ -28,14 +28,16 @@ from recbench.api.metric_spec import (  # noqa: F401 - the registry's public nam
     _DECLARED, _REGISTRY, DIRECTION_WORDS, RANKING_DIRECTIONS, Aggregation, Direction, MetricFn, MetricSpec, declare,
     legend, register)
 from recbench.api.standard_metrics import rouge_scorer, sentence_bleu  # noqa: F401 - registers the standard metrics
+from recbench.api import item_lists  # noqa: F401 - registers the list metrics (arp@k, coverage@k, invalid_rate, ...)
 
 log = logging.getLogger(__name__)
 _PLUGINS_LOADED = False
 
 
 def _lookup(table: Mapping[str, MetricSpec], name: str) -> Optional[MetricSpec]:
-    """The spec of a metric name in one table: the name itself ('hr@10'), else its family ('hr')."""
-    return table.get(name) or table.get(family(name))
+    """The spec of a metric name in one table: the name itself ('hr@10'), else its family ('hr'), else the family
+    declared at any cut-off ('arp@k' for 'arp@10')."""
+    return table.get(name) or table.get(family(name)) or ("@" in name and table.get(family(name) + "@k")) or None
 
 
 def family(name: str) -> str:

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from typing_extensions import get_protocol_members, is_protocol
 
 from recbench.api.errors import lookup
+from recbench.api.item_lists import ItemCatalogue, ItemList
 from recbench.api.judge_metrics import judge_metric_specs
 from recbench.api.metrics import MetricSpec, declare
 from recbench.api.types import Example, MethodGen, Outcome, Request, Response, SamplingParams
@@ -223,6 +224,12 @@ class Task(abc.ABC):
     #: what an LLM judge scores this task's answers on (docs/judges.md): aspect -> definition; {} = not judgeable.
     #: A task that declares one also gives judge_context(example); judge_<aspect> metrics are declared from it
     judge_rubric: ClassVar[dict[str, str]] = {}
+    #: example-meta keys that split users into groups (activity level, gender, age, occupation): the aggregate states
+    #: the largest gap between their groups per metric, with a CI and a test (recbench/stats/group_gaps.py)
+    fairness_by: ClassVar[tuple[str, ...]] = ()
+    #: example-meta key naming the user an example is about when a user has several examples: the fairness gaps
+    #: average a user's examples into one unit (None: each example is its own unit, or the task's cluster_by)
+    user_by: ClassVar[Optional[str]] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -253,6 +260,17 @@ class Task(abc.ABC):
         """The catalogue items an example is about, id -> title as the task shows it (None: no title), whose recall
         by a memorization probe splits the run (contamination.probe_run; recbench.audits.contamination); {}: none."""
         return {}
+
+    def item_catalogue(self) -> Optional[ItemCatalogue]:
+        """The catalogue, the popularity data the models are shown and the cut-off k of the list metrics
+        (api/item_lists.py), for a task whose answer is a list of items; None (the default): no list metrics.
+        Called once per run and per aggregate: cache it."""
+        return None
+
+    def item_list(self, example: Example, outcome: Outcome) -> Optional[ItemList]:
+        """What one sample recommended (every named item as a catalogue id or None, the user's history, the
+        candidates), scored by the list metrics; None: this sample has no list (a task without a catalogue)."""
+        return None
 
     def rubric(self) -> dict[str, str]:
         """The aspects an LLM judge scores this task's answers on, aspect -> definition ({}: not judgeable)."""

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from recbench.api.item_lists import list_scores
 from recbench.api.metrics import check_scored
 from recbench.backends.base import Backend
 from recbench.store.response_cache import KeyMaker, ResponseCache
@@ -249,9 +250,11 @@ class EvalLoop:
             raise TypeError(f"method {self.method.name} returned {type(outcome).__name__}, expected Outcome")
         metrics = self.task.score(act.example, outcome)
         check_scored(self.task, metrics, self._scored)  # a metric declared nowhere stops the run here
+        items = list_scores(self.task, act.example, outcome, metrics)  # the list metrics (api/item_lists.py)
         self._finished.append(SampleRecord(id=act.example.id, meta=act.example.meta, prediction=outcome.prediction,
                                            parse_status=outcome.parse_status, details=outcome.record_details(),
-                                           metrics=metrics, calls=act.calls, truth=self.task.truth(act.example)))
+                                           metrics=metrics, calls=act.calls, truth=self.task.truth(act.example),
+                                           items=items))
         self.stats.examples_finished += 1
         self._active -= 1
         self._progress.example_done()
@@ -329,6 +332,7 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
     calls = [c for r in records for c in r.calls]
     extra = _facts(task, records)
     extra.update(corpus_values(task, records))
+    _lists_and_groups(task, records, metrics, extra, n_boot, level, seed)
     declared = task.declared_metrics()
     names = list(metrics) + [k for k, v in extra.items() if _number(v) and k not in metrics
                              and (k in declared or find_spec(k) is not None)]
@@ -342,6 +346,19 @@ def aggregate(task: Task, records: list[SampleRecord], *, n_boot: int = 1000, le
             completion_tokens=sum(c.completion_tokens for c in calls),
             finish_length=sum(1 for c in calls if c.finish_reason == "length")),
         extra=extra, metric_info=run_info(task, names), cluster_by=task.cluster_by)
+
+
+def _lists_and_groups(task: Task, records: list[SampleRecord], metrics: dict[str, MetricSummary],
+                      extra: dict[str, Any], n_boot: int, level: float, seed: int) -> None:
+    """Add the corpus list metrics (coverage@k, gini@k, entropy@k, with CIs: api/item_lists.py) to `metrics`, and
+    the fairness gaps of the task's user groups (stats/group_gaps.py) to `extra`."""
+    from recbench.api.item_lists import list_corpus
+
+    metrics.update({m: MetricSummary(**s) for m, s in list_corpus(task, records, n_boot, level, seed).items()})
+    if task.fairness_by:
+        from recbench.stats.group_gaps import group_gaps
+
+        extra["fairness"] = group_gaps(task, records)
 
 
 def _number(v: Any) -> bool:

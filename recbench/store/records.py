@@ -73,6 +73,7 @@ class SampleRecord:
     metrics: dict[str, Optional[float]] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
     truth: Any = None  # what the answer is scored against (Task.truth); None in run dirs written before it existed
+    items: Optional[list[str]] = None  # the first k catalogue items the answer recommended (list metrics); None: none
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "SampleRecord":
@@ -85,7 +86,8 @@ class SampleRecord:
         return SampleRecord(id=str(d["id"]), meta=d.get("meta") or {}, prediction=d.get("prediction"),
                             parse_status=d.get("parse_status", "ok"), details=d.get("details") or {},
                             metrics=d.get("metrics") or {},
-                            calls=[CallRecord.from_dict(c) for c in d.get("calls") or []], truth=d.get("truth"))
+                            calls=[CallRecord.from_dict(c) for c in d.get("calls") or []], truth=d.get("truth"),
+                            items=d.get("items"))
 
     def to_dict(self) -> dict[str, Any]:
         """The samples.jsonl form (`truth` only when the task gives one)."""
@@ -93,6 +95,8 @@ class SampleRecord:
                "details": self.details, "metrics": self.metrics, "calls": [c.to_dict() for c in self.calls]}
         if self.truth is not None:
             out["truth"] = self.truth
+        if self.items is not None:
+            out["items"] = self.items
         return out
 
     def value(self, metric: str) -> float:

@@ -162,9 +162,9 @@ def test_shipped_benchmarks_declare_their_metrics_in_their_task_classes():
     names = {cls.__name__: [s.name for s in cls.metric_specs]
              for cls in (PerRecTask, RecBenchPlusTask, RatingTask, SummaryTask, SequentialTask)}
     assert names["PerRecTask"][:2] == ["ptc", "ptc_parsed"] and "rating_rmse" in names["PerRecTask"]
-    assert "hallucination_rate" in names["RecBenchPlusTask"]
+    assert "n_recommended" in names["RecBenchPlusTask"]
     assert names["SummaryTask"] == ["bleu4", "corpus_bleu4", "empty_predictions"]
-    assert "share_hallucinated" in names["SequentialTask"] and "rmse_parsed" in names["RatingTask"]
+    assert "share_in_candidates" in names["SequentialTask"] and "rmse_parsed" in names["RatingTask"]
     corpus = [s.name for s in RatingTask.metric_specs if s.corpus is not None]
     assert corpus == ["rmse", "mae", "rmse_parsed", "mae_parsed", "n_fallback", "fallback_rating"]
 

@@ -29,7 +29,8 @@ def _clip(s: str, n: int | None) -> str:
 class LLMRecTask(Task):
     """Shared parts: prompt rendering from templates/, task identity, lazy id -> example lookup."""
 
-    breakdown_order = {"history": HISTORY_BUCKETS, "popularity": ("low", "mid", "high")}
+    breakdown_order = {"history": HISTORY_BUCKETS, "popularity": ("low", "mid", "high"),
+                       "activity": ("cold", "warm", "heavy")}
 
     subtask: ClassVar[str] = ""
     template: ClassVar[str] = ""

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Iterable, Optional, Sequence
 
 import numpy as np
 
+from recbench.api.item_lists import ItemCatalogue, ItemList, activity_levels
 from recbench.api.metrics import MetricSpec
 from recbench.api.types import Example, Outcome, Response
 from recbench.audits.order import audit_aggregates
@@ -27,32 +28,21 @@ class _RankTask(LLMRecTask):
     """Rank a frozen candidate list (1 held-out positive + sampled negatives); HR@k / NDCG@k."""
 
     headline_metric = "ndcg@10"
-    breakdown_by = ("history", "popularity")
+    breakdown_by = ("history", "popularity", "activity")
     ordered_history: ClassVar[bool] = True
     settings_rules = settings.RANK  # valid values of the task keys, checked before anything is loaded
 
     methods = {"zero_shot": m.ZeroShot, "popularity": m.Popularity, "item_knn": m.ItemKNN, "mf": m.PureSVD,
                "random": m.RandomRank}
-    #: per answer (score): the shares of its named items that were hallucinated / outside the candidates / named
-    #: twice, and the candidates it named (besides the standard hr@k / ndcg@k); over the run (named_items): the same
-    #: shares over all items named, and the answers naming fewer than n_recommend candidates. Model answers only.
+    #: per answer (score): the share of its named items among its candidates and the candidates it named (besides
+    #: the standard hr@k / ndcg@k and the list metrics of api/item_lists.py: invalid_rate, duplicate_rate, arp@k,
+    #: ...); over the run: the same share over all items named, and the answers naming fewer than n_recommend
+    #: candidates. Model answers only.
     metric_specs = (
         MetricSpec("share_in_candidates",
                    meaning="share of the items an answer names that are among its candidates",
                    doc="share of named items among the candidates",
                    corpus=lambda records, task: named_share(records, "in_candidates")),
-        MetricSpec("share_out_of_candidate",
-                   meaning="share of the items an answer names that are outside its candidates",
-                   higher_is_better=False, doc="share of named items outside the candidates",
-                   corpus=lambda records, task: named_share(records, "out_of_candidate")),
-        MetricSpec("share_hallucinated",
-                   meaning="share of the items an answer names that are not in the catalogue",
-                   higher_is_better=False, doc="share of named items not in the catalogue",
-                   corpus=lambda records, task: named_share(records, "hallucinated")),
-        MetricSpec("share_duplicate",
-                   meaning="share of the items an answer names that it names twice",
-                   higher_is_better=False, doc="share of named items named twice",
-                   corpus=lambda records, task: named_share(records, "duplicate")),
         MetricSpec("n_valid_items",
                    meaning="candidate items named in the answer",
                    doc="candidate items named in the answer"),
@@ -62,6 +52,7 @@ class _RankTask(LLMRecTask):
                    doc="answers naming fewer than n_recommend candidates (a count: no direction)",
                    corpus=lambda records, task: task.short_answers(records)),
     )
+    fairness_by = ("activity",)
 
     @property
     def ks(self) -> tuple[int, ...]:
@@ -95,11 +86,13 @@ class _RankTask(LLMRecTask):
                       n_negatives=int(cc.negatives), progress=bool(cc.progress))
         cands = load_candidates(cc.path, cc.sha256, self.data)
         counts = Counter(i for seq in self.train_sequences().values() for i in seq)  # training interactions per item
+        activity, self.activity_facts = activity_levels({u: len(s) - 1 for u, s in self.data.sequences.items()})
         targets = [float(counts.get(seq[-1], 0)) for seq in self.data.sequences.values()]
         cuts = [float(q) for q in np.quantile(targets, [1 / 3, 2 / 3])] if targets else [0.0, 0.0]
         self.strata = {"popularity": {"of": "training interactions of the target item (train_sequences)", "cuts": cuts,
                                       "labels": f"low <= {cuts[0]:g} < mid <= {cuts[1]:g} < high"},
-                       "history": {"of": "items in the user's history", "labels": "<=4, 5-9, 10+"}}
+                       "history": {"of": "items in the user's history", "labels": "<=4, 5-9, 10+"},
+                       "activity": self.activity_facts}
         out = []
         for u, seq in self.data.sequences.items():
             c = cands.get(u)
@@ -110,9 +103,26 @@ class _RankTask(LLMRecTask):
             pop = counts.get(seq[-1], 0)
             out.append(Example(id=u, data={"user_id": u, "history": hist, "target": seq[-1],
                                            "candidates": c["candidates"]},
-                               meta={"history": history_bucket(n), "target_interactions": pop,
+                               meta={"history": history_bucket(n), "target_interactions": pop, "activity": activity[u],
                                      "popularity": "low" if pop <= cuts[0] else "mid" if pop <= cuts[1] else "high"}))
         return out
+
+    @functools.cached_property
+    def catalogue(self) -> ItemCatalogue:
+        """The catalogue and the popularity the models are shown: every user's items but the held-out one."""
+        return ItemCatalogue.of(self.data.items, self.train_sequences().values(), k=max(self.ks))
+
+    def item_catalogue(self) -> ItemCatalogue:
+        """The list metrics' catalogue (popularity from every loaded user's history without the test target), at the
+        largest cut-off of ks."""
+        return self.catalogue
+
+    def item_list(self, example: Example, outcome: Outcome) -> ItemList:
+        """Every item the answer named (a model answer: as resolved, None where no catalogue item; a reference row:
+        its ranking), the user's history and candidates."""
+        items = outcome.details.get("items")
+        named = [it["item"] for it in items] if items is not None else list(outcome.prediction or [])
+        return ItemList(tuple(named), tuple(example.data["history"]), frozenset(example.data["candidates"]))
 
     def prompt_vars(self, example: Example) -> dict[str, Any]:
         """History (last history_max items; chronological or sorted by title) and candidates with titles."""
@@ -134,9 +144,6 @@ class _RankTask(LLMRecTask):
         out = M.ranking_metrics(outcome.prediction or [], example.data["target"], self.ks)
         d = outcome.details
         if "named" in d:  # model answers: what the named items were
-            named = d["named"]
-            for k in ("hallucinated", "out_of_candidate", "duplicate"):
-                out[f"share_{k}"] = d[k] / named if named else math.nan
             out["n_valid_items"] = float(d["in_candidates"])
         return out
 

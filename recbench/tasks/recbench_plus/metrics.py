@@ -26,6 +26,8 @@ import numpy as np
 from recbench.kg.graph import KnowledgeGraph, normalize_title
 
 SEP = "[SEP]"
+#: strict_scores' answer-error shares that the run records under the core's list-metric names (invalid_rate, ...)
+LIST_ERRORS = ("hallucination_rate", "duplicate_rate")
 _TRAILING_YEAR = re.compile(r"\s\(\d{4}\)$")
 _BOOK_PREFIX = "Recommended books (separated by [SEP]):"
 

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 from omegaconf import DictConfig
 
 from recbench.api.datafiles import numeric_columns, read_csv, require_columns
+from recbench.api.item_lists import ACTIVITY_LEVELS, ItemCatalogue, ItemList
 from recbench.api.metrics import MetricSpec
 from recbench.kg.graph import KnowledgeGraph, display_title, split_year
 from recbench.api.errors import ConfigError
@@ -20,6 +21,7 @@ from recbench.tasks.recbench_plus import metrics as M
 from recbench.tasks.recbench_plus import settings
 from recbench.tasks.recbench_plus.methods import AssistantMethod
 from recbench.tasks.recbench_plus.reference import BM25Items, PopularMatch
+from recbench.tasks.recbench_plus.users import AGE_GROUPS, USER_GROUPS, user_groups
 from recbench.api.types import Example, Outcome
 
 log = logging.getLogger(__name__)
@@ -31,8 +33,12 @@ class RecBenchPlusTask(Task):
     name = "recbench_plus"
     methods = {"assistant": AssistantMethod, "assistant_history": AssistantMethod,
                PopularMatch.name: PopularMatch, BM25Items.name: BM25Items}  # the last two: reference rows, no model
-    breakdown_by = ("query_type", "condition_num", "group_type")
-    breakdown_order = {"query_type": tuple(D.QUERY_TYPES)}
+    breakdown_by = ("query_type", "condition_num", "group_type", *USER_GROUPS)
+    breakdown_order = {"query_type": tuple(D.QUERY_TYPES), "activity": ACTIVITY_LEVELS, "age": AGE_GROUPS}
+    #: the source user's activity level and, where the data has a users table, gender, age group and occupation
+    fairness_by = USER_GROUPS
+    user_by = "user"  # a user asks several queries: fairness gaps average them into one unit
+    list_k = 10  # the list metrics' cut-off (answers are open-length lists)
     headline_metric = "recall"
     settings_rules = settings.TASK  # valid values of the task keys, checked before anything is loaded
     conf_defaults = True  # a hand-built config gets the keys it leaves out from conf/task/<name>.yaml
@@ -76,12 +82,6 @@ class RecBenchPlusTask(Task):
                    meaning="NDCG of the answer's titles resolved to catalogue items (exact, then close match), by "
                            "item id; unresolved and repeated titles count as misses",
                    doc="NDCG of catalogue-resolved titles"),
-        MetricSpec("hallucination_rate",
-                   meaning="share of recommended titles that match no catalogue item",
-                   higher_is_better=False, doc="share of recommended titles not in the catalogue"),
-        MetricSpec("duplicate_rate",
-                   meaning="share of recommended titles that name an item already named",
-                   higher_is_better=False, doc="share of recommended titles naming an item again"),
         MetricSpec("n_recommended",
                    meaning="number of titles in the answer",
                    higher_is_better=None, doc="titles in the answer (a count: no direction)"),
@@ -138,7 +138,51 @@ class RecBenchPlusTask(Task):
             raise ConfigError(f"Unknown task.data.kind '{kind}'. Valid choices: bundle, build, released, queries")
         if not examples:
             raise ConfigError(f"task {self.name}: no queries loaded from {to_plain(d)}")
+        self.strata = user_groups(examples, self.histories, self._users_table(d))
         return D.interleave(examples)
+
+    def _users_table(self, d: DictConfig) -> Any:
+        """The users' table (user_id, age, gender, occupation) where the data has one, else None."""
+        from recbench.kg.loaders import read_atomic
+
+        folder = Path(str(d.get("path") or ""))
+        if d.kind == "bundle" and (folder / "users.csv").is_file():
+            return read_csv(folder / "users.csv", dtype=str)
+        if d.kind == "build" and (folder / "ml-100k.user").is_file():
+            return read_atomic(folder / "ml-100k.user").astype(str)
+        return None
+
+    # ---- list metrics (api/item_lists.py) -----------------------------------------------------------
+    def item_catalogue(self) -> Optional[ItemCatalogue]:
+        """The KG's items, popularity from the loaded users' ratings (what the reference rows rank by), genres as
+        categories; None without a catalogue (released files without task.data.catalogue)."""
+        if self.kg is None:
+            return None
+        if getattr(self, "_catalogue", None) is None:
+            kg = self.kg
+            items = kg.items()
+            self._catalogue = ItemCatalogue.of(items, self.histories.values(), k=self.list_k,
+                                               categories={i: kg.targets(i, "Genre") for i in items})
+        return self._catalogue
+
+    def item_list(self, example: Example, outcome: Outcome) -> Optional[ItemList]:
+        """The answer's titles resolved to catalogue items (a reference row: its item ids), the source user's
+        history."""
+        if self._resolver is None:
+            return None
+        ids = outcome.details.get("item_ids")
+        if ids is None:
+            text = outcome.prediction if isinstance(outcome.prediction, str) else ""
+            titles = outcome.details.get("titles")
+            if titles is None:
+                titles = [t.strip() for t in text.split(M.SEP) if t.strip()]
+            ids = [self._resolver(t) for t in titles if str(t).strip()]
+        hist = self.histories.get(str(example.data.get("source_user") or ""), [])
+        return ItemList(tuple(None if i is None else str(i) for i in ids), tuple(hist))
+
+    def run_facts(self, records: Any) -> dict[str, Any]:
+        """How the users were grouped (activity-level cuts, the age groups)."""
+        return {"strata": getattr(self, "strata", {})}
 
     def _build(self, d: DictConfig, types: list[str]) -> list[Example]:
         from recbench.kg.conditions import ExtractionConfig
@@ -253,7 +297,8 @@ class RecBenchPlusTask(Task):
             titles = outcome.details.get("titles")
             if titles is None:
                 titles = [t.strip() for t in text.split(M.SEP) if t.strip()]
-            out.update(M.strict_scores(titles, self._gt_item_ids(example), self._resolver, k=k))
+            strict = M.strict_scores(titles, self._gt_item_ids(example), self._resolver, k=k)
+            out.update({m: v for m, v in strict.items() if m not in M.LIST_ERRORS})  # the core's invalid_rate, ...
         return out
 
     def truth(self, example: Example) -> dict[str, Any]:
