@@ -173,6 +173,7 @@ class RecbenchConfig:
     audit: AuditConf = field(default_factory=AuditConf)
     contamination: ContaminationConf = field(default_factory=ContaminationConf)
     judge: Any = None  # conf/judge/none.yaml (JudgeConf) with the judge model's entry merged in (judge=NAME)
+    tracking: Any = None  # +tracking=mlflow|wandb (conf/tracking/, docs/results_elsewhere.md); taken off before the run
 
 
 def register_configs() -> None:

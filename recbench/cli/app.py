@@ -160,6 +160,7 @@ def _job(cfg: DictConfig, codes: list[int]) -> Optional[float]:
     if in_sweep:
         Path(run_dir, JOB_FAILED).unlink(missing_ok=True)  # a stale one from an earlier attempt
     _redact_hydra_files(hc, run_dir, in_sweep)
+    tracking = _take_tracking(cfg)
     try:
         if cfg.mode != "run":  # mode=plan: count requests/tokens/cost, call no model
             from recbench.run.plan import run_mode
@@ -167,7 +168,7 @@ def _job(cfg: DictConfig, codes: list[int]) -> Optional[float]:
             run_mode(cfg, run_dir)
             codes.append(EXIT_OK)
             return None
-        result = run_from_config(cfg, run_dir)
+        result = _run(cfg, run_dir, tracking)
     except _user_errors() as e:
         kind = "config error" if isinstance(e, ConfigError) else "error"
         print(f"recbench: {kind}: {redact_text(str(e))}", file=sys.stderr)
@@ -191,6 +192,27 @@ def _job(cfg: DictConfig, codes: list[int]) -> Optional[float]:
         codes.append(EXIT_CANNOT_RUN)
         return None
     return _summarize(result, in_sweep, codes)
+
+
+def _take_tracking(cfg: DictConfig) -> Optional[dict[str, Any]]:
+    """The `tracking` node (+tracking=NAME) taken off the config: the run's config.yaml and identity never hold it."""
+    from omegaconf import OmegaConf, open_dict
+
+    with open_dict(cfg):
+        node = cfg.pop("tracking", None)
+    return OmegaConf.to_container(node, resolve=True) if node is not None else None  # type: ignore[return-value]
+
+
+def _run(cfg: DictConfig, run_dir: str, tracking: Optional[dict[str, Any]]) -> RunResult:
+    """run_from_config, inside the tracker's run when one is chosen (recbench/publish/tracked_run.py)."""
+    if tracking is None:
+        return run_from_config(cfg, run_dir)
+    from omegaconf import OmegaConf
+
+    from recbench.publish.tracked_run import run_tracked
+
+    return run_tracked(lambda: run_from_config(cfg, run_dir), tracking, run_dir,
+                       lambda: OmegaConf.to_yaml(cfg, resolve=True))
 
 
 def _summarize(result: RunResult, in_sweep: bool, codes: list[int]) -> Optional[float]:

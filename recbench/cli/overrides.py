@@ -54,7 +54,7 @@ def check_overrides(argv: list[str]) -> None:
         chosen: list[str] = []
         for o in parsed:
             key = o.key_or_group
-            if o.package and o.is_add() and key in groups and not o.is_sweep_override():  # +model@judge=NAME
+            if o.is_add() and key in groups and not o.is_sweep_override():  # +model@judge=NAME, +tracking=NAME
                 chosen.append(args[parsed.index(o)])
                 continue
             if o.package or key.startswith("hydra") or o.is_add() or o.is_delete() or o.is_force_add():
