@@ -3,8 +3,9 @@
 An audit declares what it needs and what it contributes to a run, as hooks of one `Audit` subclass registered with
 `register` (like a metric): refusals before the run dir is written (`check`), a wrapper around the method
 (`wrap`), example labels before the loop (`label`), extra requests after it (`extra_requests`, handed the run's own
-loop through `AuditRun`), its metrics.json block (`aggregate`), a plan-mode note (`plan_note`), a terminal line
-(`terminal_line`) and report tables as declared data (`tables`). The run (recbench/run/audit_calls.py), the terminal
+loop through `AuditRun`), its metrics.json block (`aggregate`; `from_run_dir` for what the run wrote beside its
+records, e.g. a judge's), a plan-mode note (`plan_note`), a terminal line (`terminal_line`) and report tables as
+declared data (`tables`). The run (recbench/run/audit_calls.py), the terminal
 summary and the report call every audit through these hooks only; none of them names an audit. Every module of the
 `recbench.audits` package is imported on first use, so a new audit is one module there (and its test).
 """
@@ -119,12 +120,19 @@ class Audit:
         every registered audit, since records may carry an audit's details without the audit asked for."""
         return {}
 
+    def from_run_dir(self, cfg: Any, task: Any, records: list[Any], run_dir: str | Path) -> dict[str, Any]:
+        """metrics.json extra blocks from what the run wrote in its run dir besides its records (e.g. a judge's
+        records under judge/), read after every pass of the run (its loop, the audits' extra requests, the judge
+        pass); called for every registered audit by a run and a merge of its shards ({} when there is nothing)."""
+        return {}
+
     def plan_note(self, cfg: Any, unique_requests: int) -> Optional[str]:
         """What plan mode says about this audit's requests (None: nothing)."""
         return None
 
     def terminal_line(self, blocks: dict[str, Block]) -> Optional[str]:
-        """The audit in one terminal line from a run's typed audit blocks (RunResult.audits; None when it has none)."""
+        """The audit in one terminal line from a run's typed audit blocks (RunResult.audits; None when it has none);
+        an audit with several findings gives one line each, joined by newlines."""
         return None
 
 
@@ -163,7 +171,7 @@ def enabled(cfg: Any) -> list[Audit]:
 
 def terminal_lines(blocks: dict[str, Block]) -> list[str]:
     """Every audit's terminal line for a run's typed audit blocks (RunResult.audits)."""
-    return [line for line in (a.terminal_line(blocks) for a in registered()) if line]
+    return [part for line in (a.terminal_line(blocks) for a in registered()) if line for part in line.splitlines()]
 
 
 def declared_tables() -> list[Any]:

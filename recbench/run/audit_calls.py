@@ -41,11 +41,14 @@ def prepare_task(cfg: Any, task: Any) -> None:
         a.prepare_task(cfg, task)
 
 
-def blocks(cfg: Any, task: Any, records: list[Any]) -> dict[str, Any]:
-    """Every registered audit's metrics.json blocks from the run's records (a run and a merge of its shards)."""
+def blocks(cfg: Any, task: Any, records: list[Any], run_dir: Optional[str | Path] = None) -> dict[str, Any]:
+    """Every registered audit's metrics.json blocks from the run's records and (`run_dir`) what the run wrote beside
+    them, e.g. the judge's records (a run and a merge of its shards)."""
     out: dict[str, Any] = {}
     for a in audits.registered():
         out.update(a.aggregate(cfg, task, records))
+        if run_dir is not None:
+            out.update(a.from_run_dir(cfg, task, records, run_dir))
     return out
 
 

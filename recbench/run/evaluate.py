@@ -152,7 +152,7 @@ def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend
     records = join_judged(records, run_dir, judged_tag(cfg))  # the judge's metrics, by example id (docs/judges.md)
     audit_calls.prepare_task(cfg, task)  # e.g. the `recalled` slices
     agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
-    blocks = {**audit_calls.blocks(cfg, task, records), **(extra or {})}
+    blocks = {**audit_calls.blocks(cfg, task, records, run_dir), **(extra or {})}
     # cost of all the run's tokens (cached answers included) from the optional price table in the model config
     price = cfg.model.get("price") if uses_model else None
     cost = run_cost(price, agg.counts.prompt_tokens, agg.counts.completion_tokens)
