@@ -42,6 +42,17 @@ class YamlParserConf:
 
 
 @dataclass
+class YamlItemsConf:
+    """task.items of a YAML-only task whose answer is a list of items (the list metrics, api/item_lists.py)."""
+
+    catalogue: Optional[str] = None  # a CSV/JSONL file: id, title, optional '|'-separated categories; null = no lists
+    history: Optional[str] = None  # the row field holding the user's items (popularity, history copies, activity)
+    candidates: Optional[str] = None  # the row field holding the candidates; null = none given
+    user: Optional[str] = None  # the row field naming the user; null = each row is a user
+    k: int = 10  # the list metrics' cut-off
+
+
+@dataclass
 class YamlTaskConf:
     """The optional top-level keys of a YAML-only task and their defaults."""
 
@@ -55,6 +66,7 @@ class YamlTaskConf:
     # judge=<model> (docs/judges.md): aspect -> definition the judge scores the answers on; null = not judgeable
     judge_rubric: Optional[Dict[str, str]] = None
     judge_context: Optional[str] = None  # what the judge reads besides the answer (Jinja over the row); null = the prompt
+    items: YamlItemsConf = field(default_factory=YamlItemsConf)  # item lists: the list metrics and fairness by activity
 
 
 def with_defaults(given: Any, schema: type) -> dict[str, Any]:

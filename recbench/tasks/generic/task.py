@@ -18,7 +18,9 @@ from recbench.api.errors import ConfigError, DataError, lookup, suggest
 from recbench.api.task import Method, ReferenceMethod, Settings, Task
 from recbench.api import metrics as M
 from recbench.api.judge_metrics import check_rubric, judge_metric_specs
+from recbench.api.item_lists import ACTIVITY_LEVELS, ItemCatalogue, ItemList
 from recbench.tasks.generic import parsers as P
+from recbench.tasks.generic.items import ItemLists, PopularItems, RandomItems
 from recbench.api.types import Example, MethodGen, Outcome, Request, file_sha256
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
@@ -77,7 +79,9 @@ class GenericTask(Task):
                       "breakdown_by": list_of(text(), min_len=0, null=True), "ground_truth": text(),
                       "data.format": one_of(*FORMATS, null=True), "data.id_field": text(null=True),
                       "prompt.system": text(null=True), "prompt.template": text(null=True),
-                      "prompt.template_file": text(null=True)}
+                      "prompt.template_file": text(null=True), "items.catalogue": text(null=True),
+                      "items.history": text(null=True), "items.candidates": text(null=True),
+                      "items.user": text(null=True), "items.k": whole(1)}
     #: a subclass may add a metric in score() without declaring it: recorded with direction 'unknown' (a warning)
     undeclared_metrics = "unknown"
 
@@ -102,6 +106,12 @@ class GenericTask(Task):
             raise ConfigError("task.ground_truth is required: the data field holding the correct answer")
         self.template = self._template_source()
         self._data_path()  # fail on a bad data path before any model is loaded
+        conf = self.cfg["items"]  # (cfg.items is the dict method)
+        self.items = ItemLists(conf, read_records) if conf.catalogue else None
+        if self.items is not None:  # item lists: users grouped by activity, the fairness gaps between the groups
+            self.breakdown_by = (*self.breakdown_by, "activity")
+            self.fairness_by, self.user_by = ("activity",), "user"
+            self.breakdown_order = {"activity": ACTIVITY_LEVELS}
 
     # ---- config --------------------------------------------------------------------------------------
     def _template_source(self) -> str:
@@ -137,7 +147,7 @@ class GenericTask(Task):
         if gt not in rows[0]:
             raise ConfigError(f"task.ground_truth '{gt}' is not a field of {path.name}.{suggest(gt, fields)} "
                               f"Fields: {', '.join(fields)}")
-        for key in self.breakdown_by:
+        for key in self.cfg.breakdown_by or ():
             if key not in rows[0]:
                 raise ConfigError(f"task.breakdown_by '{key}' is not a field of {path.name}.{suggest(key, fields)} "
                                   f"Fields: {', '.join(fields)}")
@@ -147,14 +157,30 @@ class GenericTask(Task):
         for i, row in enumerate(rows):
             ex_id = str(row[id_field]) if id_field and id_field in row else str(i)
             check_truth(row.get(gt), f"{path}: record {i + 1} (id {ex_id})", gt, numeric)
-            out.append(Example(id=ex_id, data=row, meta={k: row[k] for k in self.breakdown_by}))
+            out.append(Example(id=ex_id, data=row, meta={k: row[k] for k in self.cfg.breakdown_by or ()}))
         ids = [e.id for e in out]
         if len(set(ids)) != len(out):
             dup = next(x for k, x in enumerate(ids) if x in ids[:k])
             raise ConfigError(f"task.data.id_field '{id_field}': id '{dup}' is given twice in {path} (records "
                               f"{ids.index(dup) + 1} and {ids.index(dup, ids.index(dup) + 1) + 1}); ids must be unique")
         self.prompt(out[0])
+        if self.items is not None:
+            self.strata = {"activity": self.items.label(out)}
+            self._examples = out
         return out
+
+    # ---- item lists (task.items): the list metrics' hooks ----------------------------------------------
+    def item_catalogue(self) -> Optional[ItemCatalogue]:
+        """task.items.catalogue with popularity from every loaded row's history; None without task.items."""
+        return None if self.items is None else self.items.catalogue(getattr(self, "_examples", None) or self.load())
+
+    def item_list(self, example: Example, outcome: Outcome) -> Optional[ItemList]:
+        """The answer's items resolved against the catalogue (by id, else exact title)."""
+        return None if self.items is None else self.items.item_list(example, outcome)
+
+    def run_facts(self, records: Any) -> dict[str, Any]:
+        """How users were grouped by activity (task.items)."""
+        return {"strata": self.strata} if getattr(self, "strata", None) else {}
 
     def prompt(self, example: Example) -> str:
         """The user message: the template rendered in the sandbox with the row's fields (and `row`)."""
@@ -250,7 +276,7 @@ class RandomChoice(ReferenceMethod[GenericTask]):
         return Outcome(rng.choice([str(c) for c in task.parser_cfg.get("choices")]), "ok", {})
 
 
-GenericTask.methods = {m.name: m for m in (ZeroShot, RandomChoice)}
+GenericTask.methods = {m.name: m for m in (ZeroShot, RandomChoice, PopularItems, RandomItems)}
 
 
 def check_template(source: str, **variables: Any) -> str:
