@@ -13,6 +13,7 @@ from typing import Any, Iterable, Optional
 
 from omegaconf import OmegaConf
 
+from recbench.run.judging import merge_judges
 from recbench.store.schema import RunResult
 from recbench.store.shards import (
     ShardDir,
@@ -116,12 +117,9 @@ def merge_shards(dirs: Iterable[str | Path], out: Optional[str | Path] = None, c
                            for k in _COUNTERS}
     inv.update(model_loaded=any((s.metrics or {}).get("this_invocation", {}).get("model_loaded") for s in shards),
                merged_shards=len(shards), total_wall_time_s=time.time() - t0)
-    from recbench.run.judging import merge_judges
-
-    judged = merge_judges(cfg, out_dir, [s.dir for s in shards])  # each shard's judge records, joined by tag
-    result = result_of(cfg, task, method, records, backend_errors=len(unresolved),
+    result = result_of(cfg, task, method, records, backend_errors=len(unresolved),  # judge dirs joined by tag first
                        complete=complete and len(records) == len(selection), run_dir=out_dir, this_invocation=inv,
-                       extra=judged)
+                       extra=merge_judges(cfg, out_dir, [s.dir for s in shards]))
     write_merged(out_dir, shards, records, OmegaConf.to_yaml(cfg), result, warnings)
     report = None
     sources = [s.cache_file for s in shards if s.cache_file is not None]
