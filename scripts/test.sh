@@ -20,6 +20,12 @@ bash scripts/setup.sh
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: its test will skip"
 fi
+# pdflatex with booktabs for the LaTeX report test (Debian: texlive-latex-base has pdflatex and graphicx,
+# texlive-latex-recommended booktabs); the test skips if it cannot be had
+if ! command -v pdflatex >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq --no-install-recommends texlive-latex-base texlive-latex-recommended \
+    >/dev/null) || echo "pdflatex not installed: the LaTeX report test will skip"
+fi
 .venv/bin/python -m pytest -q --ignore=tests/fuzz "$@"
 # the fuzz suite calls recbench's entry point in-process, case after case: it gets an interpreter of its own, so the
 # logging and stream state other tests leave behind cannot reach it (docs/fuzz.md)

@@ -1,4 +1,5 @@
-"""`python -m recbench.report RUN_OR_SWEEP_DIR ... [-o OUT]`: write report.md, report.html and CSVs."""
+"""`python -m recbench.report RUN_OR_SWEEP_DIR ... [-o OUT] [--latex]`: write report.md, report.html and CSVs (and
+booktabs LaTeX tables with --latex)."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--out", help="output folder (default: <first dir>/report)")
     ap.add_argument("--title", default="recbench report")
     ap.add_argument("--formats", default="md,csv,html", help="comma-separated subset of md,csv,html")
+    ap.add_argument("--latex", action="store_true",
+                    help="also write booktabs tables: OUT/latex/<table>.tex and OUT/report.tex (pdflatex report.tex)")
     ap.add_argument("--config-keys", metavar="YAML",
                     help="a YAML replacing conf/report/config_keys.yaml (which config keys make one configuration)")
     ap.add_argument("--max-parse-failure-rate", type=float, default=0.5, metavar="R",
@@ -33,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         for d in a.dirs:
             existing_dir(d, d, "pass run dirs or sweep dirs (runs/..., or a sweep's folder)")
         writable_dir(out, f"--out {out}", "the report")
-        written = write_report(a.dirs, out, title=a.title, formats=a.formats.split(","),
+        written = write_report(a.dirs, out, title=a.title, formats=a.formats.split(",") + (["tex"] if a.latex else []),
                                config_keys=ConfigKeys.load(a.config_keys) if a.config_keys else None,
                                max_parse_failure_rate=a.max_parse_failure_rate)
     except (FileNotFoundError, SchemaError, PathRefused) as e:

@@ -164,7 +164,8 @@ def render_html(rep: Report, title: str = "recbench report") -> str:
 def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str = "recbench report",
                  formats: Iterable[str] = ("md", "csv", "html"), config_keys: Optional[ConfigKeys] = None,
                  max_parse_failure_rate: float = 0.5) -> dict[str, Path]:
-    """Build the report for the given run/sweep dirs and write report.{md,html}, cells.csv, tables.csv into out_dir."""
+    """Build the report for the given run/sweep dirs and write report.{md,html}, cells.csv, tables.csv into out_dir
+    (and report.tex with latex/<table>.tex when formats has 'tex')."""
     rep = build_report(paths, config_keys, max_parse_failure_rate)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -203,5 +204,9 @@ def write_report(paths: Iterable[str | Path], out_dir: str | Path, *, title: str
     if "html" in formats:
         written["html"] = out / "report.html"
         written["html"].write_text(render_html(rep, title), encoding="utf-8")
+    if "tex" in formats:  # booktabs tables of the same Table objects (report/latex.py)
+        from recbench.report.latex import write_latex
+
+        written.update(write_latex(rep.sections, out, title))
     log.info("report: %d runs -> %s", len(rep.runs), out)
     return written
