@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from recbench.tasks.perrec.build import BuildConfig, build, build_groups
+from recbench.tasks.perrec.build import BuildConfig, build
+from recbench.tasks.perrec.build.pandas_engine import build_groups
 
 
 def synthetic_ratings(n_ratings: int, seed: int = 0) -> tuple[pd.DataFrame, int]:

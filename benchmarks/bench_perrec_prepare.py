@@ -1,19 +1,19 @@
-"""Time each stage of the duckdb build engine's prepare (build_duckdb.prepare: load, clean, summary, annotate,
+"""Time each stage of the duckdb build engine's prepare (build/duckdb_engine.prepare: load, clean, summary, annotate,
 eligible, chains) on one input, wall and process CPU seconds (DuckDB's threads included), the load average and peak
 RSS after each. Run it on two trees for a before/after (the same input, side by side or one after the other):
 
     PYTHONPATH=. python benchmarks/bench_perrec_prepare.py movielens /tmp/scalebench/data/ml-25M WORK --pio-false
     cd BASE && PYTHONPATH=. python $TREE/benchmarks/bench_perrec_prepare.py movielens /tmp/scalebench/data/ml-25M WORK2
 
-`--pio-false` turns DuckDB's preserve_insertion_order off after the load, as build_duckdb.prepare does since the
+`--pio-false` turns DuckDB's preserve_insertion_order off after the load, as build/duckdb_engine.prepare does since the
 integer-code rewrite (leave it out for trees before it). WORK is emptied first and keeps the database afterwards.
 Results of 2026-11-26: benchmarks/results/bench_perrec_prepare_25M.txt.
 """
 import os, sys, time, json, shutil, resource
 from pathlib import Path
-from recbench.tasks.perrec import build_sql as sql
-from recbench.tasks.perrec import build_duckdb as bd
-from recbench.tasks.perrec.build_config import BuildConfig
+from recbench.tasks.perrec.build import sql
+from recbench.tasks.perrec.build import duckdb_engine as bd
+from recbench.tasks.perrec.build.config import BuildConfig
 
 src, inp, folder = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 shutil.rmtree(folder, ignore_errors=True); folder.mkdir(parents=True)

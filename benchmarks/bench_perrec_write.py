@@ -1,4 +1,4 @@
-"""Benchmark: the gzip level of a PerRecBench build's ratings.csv.gz (build_member_ratings.GZIP_LEVEL).
+"""Benchmark: the gzip level of a PerRecBench build's ratings.csv.gz (build/member_ratings.GZIP_LEVEL).
 
     python benchmarks/bench_perrec_write.py /tmp/scalebench/built/ml-25M [--mb 100] [--levels 9,6,1]
 
@@ -28,7 +28,7 @@ def sample_text(built: Path, mb: float) -> bytes:
 
 
 def measure(text: bytes, level: int) -> dict:
-    """Compress `text` at `level` (gzip wrapper, as build_member_ratings.gzip_file); seconds, size, round trip."""
+    """Compress `text` at `level` (gzip wrapper, as build/member_ratings.gzip_file); seconds, size, round trip."""
     t, c = time.perf_counter(), time.process_time()
     z = zlib.compressobj(level, zlib.DEFLATED, 31)
     out = b"".join(z.compress(text[i:i + (1 << 22)]) for i in range(0, len(text), 1 << 22)) + z.flush()

@@ -9,12 +9,13 @@ from recbench.api.metrics import import_task_module, task_packages
 
 
 def builders() -> dict[str, str]:
-    """Benchmark name -> module whose main(argv) builds it: every task package with a `build` module (found on disk,
+    """Benchmark name -> module whose main(argv) builds it: every task package with a `build` module or package (found on disk,
     so listing them imports no task code)."""
     import recbench.tasks as tasks_pkg
 
     return {name: f"recbench.tasks.{name}.build" for name in task_packages()
-            if any((Path(p) / name / "build.py").is_file() for p in tasks_pkg.__path__)}
+            if any((Path(p) / name / "build.py").is_file() or (Path(p) / name / "build" / "__init__.py").is_file()
+                   for p in tasks_pkg.__path__)}
 
 
 def main(argv: list[str] | None = None) -> None:

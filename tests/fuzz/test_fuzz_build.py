@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from recbench.tasks.perrec.build import main
-from tests.fuzz.build_cases import BAD, DEFECTS, FLAGS, PATHS, ROWS, Defect, Format, _row, layout, matrix
+from tests.fuzz.build_cases import BAD, FLAGS, PATHS, ROWS, Defect, Format, _row, layout, matrix
 
 pytestmark = pytest.mark.full
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from recbench.store.diskspace import DiskFull
-from recbench.tasks.perrec import build_duckdb, build_write
+from recbench.tasks.perrec.build import duckdb_engine as build_duckdb, write as build_write
 from recbench.tasks.perrec.build import BuildConfig, build, main
 
 pytestmark = pytest.mark.fast

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recbench.tasks.perrec.build_pandas import separated_chains
+from recbench.tasks.perrec.build.pandas_engine import separated_chains
 
 pytestmark = pytest.mark.fast
 

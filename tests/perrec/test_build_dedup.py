@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from recbench.run.construct import bundled_data
-from recbench.tasks.perrec import build_sql as sql
+from recbench.tasks.perrec.build import sql
 from recbench.tasks.perrec.build import BuildConfig, build
-from recbench.tasks.perrec.build_pandas import clean_ratings
+from recbench.tasks.perrec.build.pandas_engine import clean_ratings
 
 pytestmark = pytest.mark.fast
 

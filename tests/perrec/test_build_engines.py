@@ -11,7 +11,7 @@ import pytest
 
 from recbench.run.construct import bundled_data
 from recbench.tasks.perrec.build import BuildConfig, build
-from recbench.tasks.perrec.build_duckdb import Engine
+from recbench.tasks.perrec.build.duckdb_engine import Engine
 
 FILES = ("groups.jsonl", "heldout.jsonl", "items.jsonl", "ratings.csv.gz")
 TIMINGS = ("build_seconds", "read_seconds", "engine")

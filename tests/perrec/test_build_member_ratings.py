@@ -10,8 +10,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from recbench.tasks.perrec.build_duckdb import Engine, connect
-from recbench.tasks.perrec.build_member_ratings import DuckRatings, FrameRatings, history_tokens, rating_texts
+from recbench.tasks.perrec.build.duckdb_engine import Engine, connect
+from recbench.tasks.perrec.build.member_ratings import DuckRatings, FrameRatings, history_tokens, rating_texts
 from tests.helpers import ratings_db
 
 pytestmark = pytest.mark.fast
@@ -68,7 +68,7 @@ def test_empty_members_write_the_header_only(tmp_path):
 
 
 def test_totals_before_count_and_sum_every_rating_strictly_earlier(tmp_path):
-    from recbench.tasks.perrec.build_merge import totals_before
+    from recbench.tasks.perrec.build.merge import totals_before
 
     con = duckdb.connect(str(ratings_db(tmp_path / "a.duckdb", CAT1)))
     con.execute("CREATE TABLE a AS SELECT rating, ts FROM r")  # the build's `a` (by code; the ratings as in r)

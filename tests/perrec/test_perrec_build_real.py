@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from recbench.tasks.perrec.build import BuildConfig, build, read_source
+from recbench.tasks.perrec.build import BuildConfig, build
+from recbench.tasks.perrec.build.readers import read_source
 from recbench.tasks.perrec.data import load_examples
 
 pytestmark = pytest.mark.fast

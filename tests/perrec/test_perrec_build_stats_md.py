@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from recbench.tasks.perrec.build import BuildConfig, build_groups, main, read_source, windows_in_several_difficulties
+from recbench.tasks.perrec.build import BuildConfig, main
+from recbench.tasks.perrec.build.pandas_engine import build_groups
+from recbench.tasks.perrec.build.readers import read_source
+from recbench.tasks.perrec.build.stats import windows_in_several_difficulties
 
 pytestmark = pytest.mark.fast
 

@@ -17,8 +17,8 @@ import pytest
 from recbench.api.errors import DataError
 from recbench.run.construct import bundled_data
 from recbench.store import derived_cache
-from recbench.tasks.perrec.build_duckdb import Engine, connect
-from recbench.tasks.perrec.build_member_ratings import DuckRatings, FrameRatings, history_tokens
+from recbench.tasks.perrec.build.duckdb_engine import Engine, connect
+from recbench.tasks.perrec.build.member_ratings import DuckRatings, FrameRatings, history_tokens
 from recbench.tasks.perrec.data import load_examples
 from tests.helpers import ratings_db
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recbench.tasks.perrec.build_readers import read_amazon_jsonl, read_movielens
+from recbench.tasks.perrec.build.readers import read_amazon_jsonl, read_movielens
 
 pytestmark = pytest.mark.fast
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"

@@ -1,23 +1,5 @@
-"""Build PerRecBench groups from raw ratings (Amazon Reviews 2023 JSONL(.gz)/CSV/parquet, MovieLens CSV).
-
-    python -m recbench.build perrec --source movielens --input ../shared/data/ml-latest-small --out built/ml
-    python -m recbench.build perrec --source amazon-csv --input All_Beauty.5core.csv.gz --meta meta.jsonl --out built/beauty --gamma 10
-    python -m recbench.build perrec --source amazon-jsonl --category Beauty=Beauty.jsonl.gz --category Toys=Toys.jsonl.gz --out built/two
-        [--launcher submitit_local]   # one domain per category; with a launcher, one job per category
-
-Engines: `duckdb` (default; out of core, memory set by --memory-limit) and `pandas` (in memory); on the same input and
-seed they write the same groups (docs/perrec.md, "Building at scale").
-
-Selection (Tan et al. 2025, PerRecBench): for every query item, the raters who rated it within one co-rating
-window of `window_days` (tumbling windows anchored at the item's first eligible rating), who are ACTIVE (more
-than `gamma` ratings strictly before their own rating of the item), and whose relative ratings (rating minus the
-user's average over the history strictly before the query; `--avg whole` reproduces the released data's
-whole-history average) differ pairwise by more than `lam`. Groups of 2/3/4 users = easy/medium/hard, `per_size`
-each, sampled with `seed`. Each difficulty is its own test set (as in the released per-level files
-item2group_avg_diff_sample-{easy,medium,hard}.json): within a difficulty every group comes from a different
-(item, window); one window may give groups of several difficulties, which then share users; a held-out split (`heldout_per_size` per size) drawn from a seeded share of the query
-items (`heldout_item_fraction`) disjoint from the test groups' items feeds few-shot prompts and fine-tuning. Output layout: see docs/perrec.md ("recbench group format").
-"""
+"""`python -m recbench.build perrec`: the builder's command line and `build()`, the one call every engine goes through
+(the selection it implements: the package docstring, recbench/tasks/perrec/build/__init__.py)."""
 from __future__ import annotations
 
 import argparse
@@ -28,15 +10,14 @@ from typing import Any, Optional
 
 from recbench.api.errors import ConfigError, DataError
 from recbench.store.diskspace import DiskFull
-from recbench.tasks.perrec.build_checks import check_flags, check_inputs, check_outputs, no_ratings, parse_scale, scale_for
-from recbench.tasks.perrec.build_config import BuildConfig
-from recbench.tasks.perrec.build_duckdb import Category, Engine
-from recbench.tasks.perrec.build_pandas import (annotate, build_groups, clean_ratings, item_prior_means,  # noqa: F401
-                                                separated_chains)
-from recbench.tasks.perrec.build_readers import READERS, RATING_COLS, category_items, read_source  # noqa: F401
-from recbench.tasks.perrec.build_sql import SOURCES, ratings_file
-from recbench.tasks.perrec.build_stats import statistics, stats_markdown, windows_in_several_difficulties  # noqa: F401
-from recbench.tasks.perrec.build_run import build_categories, finish
+from recbench.tasks.perrec.build.checks import check_flags, check_inputs, check_outputs, no_ratings, parse_scale, scale_for
+from recbench.tasks.perrec.build.config import BuildConfig
+from recbench.tasks.perrec.build.duckdb_engine import Category, Engine
+from recbench.tasks.perrec.build.pandas_engine import build_groups
+from recbench.tasks.perrec.build.readers import READERS, read_source
+from recbench.tasks.perrec.build.sql import SOURCES, ratings_file
+from recbench.tasks.perrec.build.stats import stats_markdown
+from recbench.tasks.perrec.build.run import build_categories, finish
 
 ENGINES = ("duckdb", "pandas")
 
@@ -86,7 +67,7 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     """The builder's command line."""
     d, e = BuildConfig(), Engine()
-    ap = _Parser(prog="python -m recbench.build perrec", description=__doc__,
+    ap = _Parser(prog="python -m recbench.build perrec", description=sys.modules[__package__].__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", required=True, choices=sorted(set(READERS) | set(SOURCES)))
     ap.add_argument("--input", default=None, help="ratings file (Amazon, parquet) or folder (MovieLens)")
@@ -149,7 +130,7 @@ def _build_cli(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="perrec-build-") as tmp:
         work = a.work_dir or (str(Path(tmp) / "work") if a.out is None else None)
         if a.launcher != "none":
-            from recbench.tasks.perrec.build_shards import build_sharded
+            from recbench.tasks.perrec.build.shards import build_sharded
 
             stats = build_sharded(cats, a.out, cfg, eng, a.launcher, work)
         elif a.engine == "pandas":

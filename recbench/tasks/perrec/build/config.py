@@ -20,7 +20,7 @@ class BuildConfig:
     avg: str = "prior"  # "prior" (no leakage) | "whole" (released data: average over the whole history)
     min_rating: Optional[float] = None  # keep only ratings in [min_rating, max_rating] (API only; not a check)
     max_rating: Optional[float] = None
-    #: the scale every rating must lie in (a rating outside it is refused); None = the source's (build_checks.SCALES)
+    #: the scale every rating must lie in (a rating outside it is refused); None = the source's (build/checks.py SCALES)
     rating_scale: Optional[tuple[float, float]] = None
     time_unit: str = field(default="auto")  # "s" | "ms" | "auto" (ms when timestamps exceed 1e11)
 

@@ -16,10 +16,10 @@ from typing import Any, Iterator, Optional
 import numpy as np
 import pandas as pd
 
-from recbench.tasks.perrec import build_sql as sql
-from recbench.tasks.perrec.build_checks import no_ratings, scale_for
-from recbench.tasks.perrec.build_config import BuildConfig
-from recbench.tasks.perrec.build_pandas import separated_chains
+import recbench.tasks.perrec.build.sql as sql
+from recbench.tasks.perrec.build.checks import no_ratings, scale_for
+from recbench.tasks.perrec.build.config import BuildConfig
+from recbench.tasks.perrec.build.pandas_engine import separated_chains
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def prepare(cat: Category, folder: Path, cfg: BuildConfig, eng: Engine) -> dict[
 
 def _load_frame(con: Any, cat: Category, scale: tuple[float, float]) -> int:
     """Sources without a DuckDB reader (amazon-user-json): read with pandas, then held as the `raw` table."""
-    from recbench.tasks.perrec.build_readers import read_source
+    from recbench.tasks.perrec.build.readers import read_source
 
     ratings, _ = read_source(cat.source, cat.input, cat.meta, scale)
     no_ratings(len(ratings), cat.input)

@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 import numpy as np
 import pandas as pd
 
-from recbench.tasks.perrec.build_readers import RATING_COLS
-from recbench.tasks.perrec.build_sql import q
+from recbench.tasks.perrec.build.readers import RATING_COLS
+from recbench.tasks.perrec.build.sql import q
 
 #: zlib level of ratings.csv.gz (benchmarks/bench_perrec_write.py, 100 MB of a 25M build: level 1 takes 1/18 of level
 #: 9's CPU and writes 14% more bytes; level 6 takes 1/3 and writes 0.8% more)
@@ -117,7 +117,7 @@ def _line_bytes(arr: Any) -> memoryview:
 
 class DuckRatings:
     """The members' ratings left in each category's database (duckdb engine): `users[i]` are category i's users;
-    `open_db(path)` opens a database read-only (build_duckdb.connect with the build's settings); `domains[i]`, when
+    `open_db(path)` opens a database read-only (duckdb_engine.connect with the build's settings); `domains[i]`, when
     given, names category i (written as the `domain` column; histories are then per category)."""
 
     def __init__(self, dbs: list[Path], users: list[list[str]], open_db: Callable[[Path], Any],

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 
 from recbench.api.errors import DataError
-from recbench.tasks.perrec.build_config import BuildConfig
-from recbench.tasks.perrec.build_duckdb import Category, Engine, connect
-from recbench.tasks.perrec.build_member_ratings import DuckRatings
-from recbench.tasks.perrec.build_select import draw_windows, group_records
-from recbench.tasks.perrec.build_stats import input_summary
+from recbench.tasks.perrec.build.config import BuildConfig
+from recbench.tasks.perrec.build.duckdb_engine import Category, Engine, connect
+from recbench.tasks.perrec.build.member_ratings import DuckRatings
+from recbench.tasks.perrec.build.select import draw_windows, group_records
+from recbench.tasks.perrec.build.stats import input_summary
 
 
 def work_folder(out: Optional[str], work: Optional[str]) -> Path:

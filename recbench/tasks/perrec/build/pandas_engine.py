@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recbench.tasks.perrec.build_config import BuildConfig
-from recbench.tasks.perrec.build_readers import RATING_COLS
-from recbench.tasks.perrec.build_stats import input_summary
-from recbench.tasks.perrec.build_select import MEMBER_COLUMNS, draw_windows, group_records
+from recbench.tasks.perrec.build.config import BuildConfig
+from recbench.tasks.perrec.build.readers import RATING_COLS
+from recbench.tasks.perrec.build.stats import input_summary
+from recbench.tasks.perrec.build.select import MEMBER_COLUMNS, draw_windows, group_records
 
 def clean_ratings(ratings: pd.DataFrame) -> pd.DataFrame:
     """Typed ratings with one (earliest) rating per user and item, sorted by user, time and item; integer codes

@@ -9,7 +9,7 @@ import pandas as pd
 
 from recbench.api.datafiles import finite, jsonl_records, numeric_columns, read_csv, read_json, require_columns
 from recbench.api.errors import DataError
-from recbench.tasks.perrec.build_checks import check_ratings
+from recbench.tasks.perrec.build.checks import check_ratings
 
 #: a scale (LO, HI) to check every rating against, or None (no check: item metadata read for its titles)
 Scale = Optional[tuple[float, float]]

@@ -8,19 +8,19 @@ from pathlib import Path
 from typing import Any, Optional
 
 from recbench.store.diskspace import disk_full, is_full
-from recbench.tasks.perrec.build_checks import no_groups
-from recbench.tasks.perrec.build_config import BuildConfig
-from recbench.tasks.perrec.build_duckdb import Category, Engine, prepare
-from recbench.tasks.perrec.build_readers import category_items
-from recbench.tasks.perrec.build_stats import statistics
-from recbench.tasks.perrec.build_write import write_build
+from recbench.tasks.perrec.build.checks import no_groups
+from recbench.tasks.perrec.build.config import BuildConfig
+from recbench.tasks.perrec.build.duckdb_engine import Category, Engine, prepare
+from recbench.tasks.perrec.build.readers import category_items
+from recbench.tasks.perrec.build.stats import statistics
+from recbench.tasks.perrec.build.write import write_build
 
 
 def build_categories(cats: list[Category], out: str, cfg: BuildConfig, eng: Optional[Engine] = None,
                      work: Optional[str] = None, prepared: bool = False) -> dict[str, Any]:
     """The duckdb engine over one or more categories: prepare each (unless `prepared`: shard jobs did), select,
     write; the work folder is removed after a finished build."""
-    from recbench.tasks.perrec.build_merge import category_folder, select, work_folder
+    from recbench.tasks.perrec.build.merge import category_folder, select, work_folder
 
     eng = eng or Engine()
     work_dir = work_folder(out, work)
@@ -49,7 +49,7 @@ def build_categories(cats: list[Category], out: str, cfg: BuildConfig, eng: Opti
 def finish(out: str, items: Any, built: dict[str, Any], cfg: BuildConfig, source: dict[str, Any], t_read: float,
             engine: str) -> dict[str, Any]:
     """Statistics, then the build written to a staging folder and moved into `out` (nothing half-written there)."""
-    from recbench.tasks.perrec.build_merge import publish, staged
+    from recbench.tasks.perrec.build.merge import publish, staged
 
     stats = statistics(items, built, cfg)
     stats["source"] = source

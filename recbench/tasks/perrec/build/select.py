@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from recbench.tasks.perrec.build_config import BuildConfig
+from recbench.tasks.perrec.build.config import BuildConfig
 from recbench.tasks.perrec.data import DIFFICULTY_BY_SIZE
 
 #: member columns the records need, each indexed by a chain's member label

@@ -1,6 +1,6 @@
 """Category shards: a duckdb-engine build over many categories prepares one category per submitit job (the local
 executor or SLURM, as the sweeps' `hydra/launcher=submitit_local|slurm`), then merges them in this process with
-the one selection a single build runs (build_merge.select), so the groups equal a single build's with the same seed.
+the one selection a single build runs (build/merge.py select), so the groups equal a single build's with the same seed.
 
 Every category file is checked before any job starts; a failed job is named with its category and its one-line
 error; categories already prepared are kept, so rerunning the same command redoes only the failed ones."""
@@ -11,9 +11,9 @@ from typing import Any, Optional
 
 from recbench.api.errors import DataError
 from recbench.store.diskspace import DiskFull
-from recbench.tasks.perrec.build_config import BuildConfig
-from recbench.tasks.perrec.build_duckdb import Category, Engine, prepare
-from recbench.tasks.perrec.build_checks import check_inputs
+from recbench.tasks.perrec.build.config import BuildConfig
+from recbench.tasks.perrec.build.duckdb_engine import Category, Engine, prepare
+from recbench.tasks.perrec.build.checks import check_inputs
 
 
 def prepare_job(cat: Category, folder: str, cfg: BuildConfig, eng: Engine) -> Optional[str]:
@@ -37,8 +37,8 @@ def executor(launcher: str, folder: Path, eng: Engine) -> Any:
 def build_sharded(cats: list[Category], out: Optional[str], cfg: BuildConfig, eng: Engine, launcher: str,
                   work: Optional[str] = None) -> dict[str, Any]:
     """Prepare each category in its own job, wait for all, then merge and write the build (stats returned)."""
-    from recbench.tasks.perrec.build_run import build_categories
-    from recbench.tasks.perrec.build_merge import category_folder, work_folder
+    from recbench.tasks.perrec.build.run import build_categories
+    from recbench.tasks.perrec.build.merge import category_folder, work_folder
 
     if out is None:
         raise DataError("a sharded build needs --out (the jobs share its work folder). Fix: add --out")

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from recbench.api.datafiles import finite
 from recbench.api.errors import DataError
-from recbench.tasks.perrec.build_checks import GRID, no_ratings, out_of_scale, warn_off_grid
+from recbench.tasks.perrec.build.checks import GRID, no_ratings, out_of_scale, warn_off_grid
 from recbench.store.diskspace import FULL_ERRNOS, disk_full
 
 #: per source: (file inside --input or None for the file itself, id column, item column, format, header lines)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recbench.tasks.perrec.build_member_ratings import as_rated, history_tokens
+from recbench.tasks.perrec.build.member_ratings import as_rated, history_tokens
 
 
 def windows_in_several_difficulties(windows: dict[int, list[int]]) -> int:

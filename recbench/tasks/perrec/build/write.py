@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from recbench.tasks.perrec.build_member_ratings import as_rated
-from recbench.tasks.perrec.build_stats import stats_markdown
+from recbench.tasks.perrec.build.member_ratings import as_rated
+from recbench.tasks.perrec.build.stats import stats_markdown
 
 
 def write_build(out: str | Path, items: pd.DataFrame, built: dict[str, Any], stats: dict[str, Any]) -> Path:
