@@ -17,6 +17,7 @@ from recbench.report.collect import ReportedRun, aggregate_seeds, cells_table, l
 from recbench.report.config_keys import ConfigKeys
 from recbench.report.directions import Directions
 from recbench.report.expected_rows import add_expected_rows
+from recbench.report.fairness import fairness_tables
 from recbench.report.legends import legend_lines, table_metrics
 from recbench.report.plots import Plot, all_plots, row_label
 from recbench.report.results import JOB_FAILED, build_results, failed_jobs, write_results
@@ -82,6 +83,7 @@ def build_report(paths: Iterable[str | Path], config_keys: Optional[ConfigKeys] 
         mine = [r for r in runs if r.presentation.benchmark == b]
         ts = [t for t in tables if t.section == b]
         ts += [t for build in (mine[0].presentation.run_tables if mine else ()) if (t := build(mine)) is not None]
+        ts += fairness_tables(mine, lambda r: row_label({"model": r.model, "method": r.method, "variant": ""}))
         ps = [p for p in plots if p.section == b]
         if ts or ps:
             sections.append(Section(b, view.title(b), ts, ps))

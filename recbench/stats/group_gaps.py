@@ -86,7 +86,8 @@ def attribute_gap(task: Any, metric: str, attribute: str, groups: dict[str, np.n
                    cluster_by=task.user_by or task.cluster_by, task=str(task.name), correction="holm", family_size=len(pairs),
                    family=f"{task.name} · {metric} · {attribute} groups", note=CI_MEANING)
     c.verdict = verdict_of(c)
-    return {"groups": shown, "worst": worst, **c.to_dict()}
+    tied = means[best] == means[worst]  # every group has the same mean: no group is served worse
+    return {"groups": shown, "worst": None if tied else worst, **c.to_dict()}
 
 
 def group_gaps(task: Any, records: Sequence[Any]) -> dict[str, dict[str, Any]]:
