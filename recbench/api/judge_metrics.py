@@ -16,8 +16,10 @@ ASPECT = re.compile(r"[a-z][a-z0-9_]*")
 
 WIN_RATE = MetricSpec(
     "judge_win_rate",
-    meaning="share of examples where the judge preferred this run's answer to the reference run's in both display "
-            "orders (a tie or a disagreement between the orders counts half), 0-1",
+    meaning="LLM judge, pairwise (judge=MODEL judge.protocol=pairwise judge.reference=RUN_DIR): share of examples "
+            "where the judge preferred this run's answer to the reference run's in both display orders (a tie or a "
+            "disagreement between the orders counts half), 0-1; the judge is named in metrics.json extra.judge, its "
+            "validity in extra.judge_validity",
     doc="pairwise judge: 1 win, 0.5 tie, 0 loss per example", why_n="defined where both judge answers parsed")
 register(WIN_RATE)
 
@@ -29,7 +31,8 @@ def judge_metric_name(aspect: str) -> str:
 
 def aspect_metric(aspect: str, definition: str) -> MetricSpec:
     """The metric of one rubric aspect: the judge's whole 1-5 score, higher is better, averaged."""
-    return MetricSpec(judge_metric_name(aspect), meaning=f"the judge's score of {aspect} ({definition}), 1-5",
+    return MetricSpec(judge_metric_name(aspect), meaning=f"LLM judge, pointwise (judge=MODEL): the judge's score of "
+                      f"{aspect} ({definition}), 1-5, mean over answers",
                       doc=f"LLM judge score 1-5: {aspect}", why_n="defined where the judge's answer parsed")
 
 

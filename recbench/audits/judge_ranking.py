@@ -80,8 +80,7 @@ def ranking_table(runs: list[Any]) -> Optional[Table]:
         for rank, s in enumerate(bradley_terry(wins, n_boot=N_BOOT, seed=0), start=1):
             won = sum(o for a, _, o in wins if a == s["run"]) + sum(1 - o for _, b, o in wins if b == s["run"])
             rows.append(([task, tag, str(rank), labels.get(s["run"], s["run"])],
-                         [AuditCell(metric="", mean=s["strength"], ci_low=s["ci_low"], ci_high=s["ci_high"],
-                                    style="2"),
+                         [AuditCell(metric="", mean=s["strength"], ci_low=s["ci_low"], ci_high=s["ci_high"]),
                           cell("", s["n_comparisons"], "int"), cell("", won / s["n_comparisons"], "3"),
                           AuditCell(metric="", shown="yes" if s["regularised"] else "no")]))
     if not rows:

@@ -226,21 +226,27 @@ def _columns(blocks: list[JudgeValidityBlock]) -> list[AuditColumn]:
     one panel-alpha column per aspect, re-ask flips."""
     lengths = list(dict.fromkeys(k for b in blocks for k in b.length_bias))
     alphas = list(dict.fromkeys(k for b in blocks if b.panel for k in b.panel.alpha))
-    cols = [AuditColumn("", "judge (protocol)", lambda b: f"{b.judge} ({b.protocol})", "text", "judge"),
-            AuditColumn("", "parsed / judged", lambda b: f"{b.parsed} / {b.judged}", "text", "judged")]
+    # a cell's metric is the judged metric it is about (its legend line), the run's first one by default
+    cols = [AuditColumn("", "judge (protocol)", lambda b: f"{b.judge} ({b.protocol})", "text"),
+            AuditColumn("", "parsed / judged", lambda b: f"{b.parsed} / {b.judged}", "text")]
     if any(b.position is not None for b in blocks):
         cols += [AuditColumn("position (pairwise)", "consistent",
-                             lambda b: b.position.consistent if b.position else None, "ci", "position_consistent"),
+                             lambda b: b.position.consistent if b.position else None, "ci"),
                  AuditColumn("position (pairwise)", "first slot",
-                             lambda b: b.position.first_position if b.position else None, "ci", "first_position")]
-    cols += [AuditColumn("length bias (Spearman rho)", k, lambda b, k=k: b.length_bias.get(k), "ci",
-                         f"length_rho_{k}") for k in lengths]
-    cols.append(AuditColumn("", "self-judged", lambda b: _self_text(b.self_preference), "text", "self_judged"))
+                             lambda b: b.position.first_position if b.position else None, "ci")]
+    cols += [AuditColumn("length bias (Spearman rho)", k, lambda b, k=k: b.length_bias.get(k), "ci", _metric(k))
+             for k in lengths]
+    cols.append(AuditColumn("", "self-judged", lambda b: _self_text(b.self_preference), "text"))
     cols += [AuditColumn("panel alpha (ordinal)", k, lambda b, k=k: b.panel.alpha.get(k) if b.panel else None,
-                         "ci", f"panel_alpha_{k}") for k in alphas]
+                         "ci", _metric(k)) for k in alphas]
     if any(b.noise is not None for b in blocks):
-        cols.append(AuditColumn("", "re-ask flips", lambda b: b.noise.flips if b.noise else None, "ci", "re_ask_flips"))
+        cols.append(AuditColumn("", "re-ask flips", lambda b: b.noise.flips if b.noise else None, "ci"))
     return cols
+
+
+def _metric(key: str) -> str:
+    """The judged metric of a length or panel column: judge_<aspect>, or judge_win_rate for a pairwise verdict."""
+    return "judge_win_rate" if key in ("win", "verdict") else f"judge_{key}"
 
 
 def _self_text(s: SelfPreference) -> str:

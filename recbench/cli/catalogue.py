@@ -158,6 +158,12 @@ def list_metrics(task: Optional[str] = None) -> list[str]:
         for m in entry(target)["metrics"]:
             rows.setdefault(m["name"], (family, m["direction"], m["meaning"], m["why_n"]))
     if task is not None:
+        rubric = merged("task", task).get("judge_rubric") or {}  # a YAML task that opts in to judging
+        if rubric:
+            from recbench.api.judge_metrics import judge_metric_specs
+
+            for s in judge_metric_specs(rubric):
+                rows.setdefault(s.name, ("judged", s.direction, s.meaning, s.why_n))
         for item in merged("task", task).get("metrics") or []:
             name = str(item.get("name") if isinstance(item, dict) else item)
             base = name.split("@", 1)[0]

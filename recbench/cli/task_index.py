@@ -22,12 +22,17 @@ def task_targets() -> list[str]:
 
 
 def class_entry(target: str) -> dict[str, Any]:
-    """One class's method names and declared metrics (name, direction, meaning, why_n), imported."""
+    """One class's method names and declared metrics (name, direction, meaning, why_n), imported; a class with a
+    judge rubric lists its judged metrics too (judge_<aspect>, judge_win_rate: docs/judges.md)."""
+    from recbench.api.judge_metrics import judge_metric_specs
+
     mod, _, cls_name = target.rpartition(".")
     cls = getattr(importlib.import_module(mod), cls_name)
+    rubric = getattr(cls, "judge_rubric", None) or {}
+    specs = (*cls.metric_specs, *(judge_metric_specs(rubric) if rubric else ()))
     return {"methods": sorted(cls.methods),
             "metrics": [{"name": s.name, "direction": s.direction, "meaning": s.meaning, "why_n": s.why_n}
-                        for s in cls.metric_specs]}
+                        for s in specs]}
 
 
 def build_index() -> dict[str, Any]:

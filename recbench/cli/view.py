@@ -3,7 +3,9 @@
 The page lists every example of a run dir (samples.jsonl, plus the examples abandoned after backend errors in
 errors.jsonl) with its prompts, raw answers, finish reasons, parse status and reason, the prediction beside the
 truth it was scored against (the record's `truth`; run dirs written before it existed have none), per-example
-metrics, cache / token / latency figures and meta. It filters by parse status, by slice (the task's breakdown
+metrics, cache / token / latency figures and meta, and for a judged run each judge's scores or verdict and reason
+beside the answer (a judge with a reference run: both display orders, who was A and B, each order's winner and the
+combined verdict; docs/judges.md). It filters by parse status, by slice (the task's breakdown
 keys) and by free text, and renders one page of rows at a time, so runs with thousands of examples stay fast.
 No server, no network: the data is embedded as JSON and every model text is inserted as text, never as HTML. The
 prompt table (most of a large run's page) is embedded after the script, which draws the first rows before the
@@ -29,6 +31,7 @@ from recbench.store.schema import (
     read_prompts,
     read_run,
 )
+from recbench.store.judge_records import judge_records
 from recbench.store.records import notes_of
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "view_templates"
@@ -74,6 +77,31 @@ def _slices(breakdown_keys: list[str], rows: list[dict[str, Any]]) -> dict[str, 
     return out
 
 
+def _judged(rec: SampleRecord, jr: Any) -> dict[str, Any]:
+    """One judge's verdict on one answer as the page shows it: scores or the combined verdict, the reason, and for a
+    judge with a reference run each display order (who was A, who was B, that order's winner and reason)."""
+    d = rec.details
+    return {"tag": jr.tag, "role": jr.role, "judge": jr.manifest.get("judge"), "protocol": jr.protocol,
+            "status": rec.parse_status, "verdict": rec.prediction, "reason": d.get("reason"),
+            "problems": d.get("problems") or [], "orders": d.get("orders") or [],
+            "reference_answer": d.get("reference_answer"), "reference": jr.manifest.get("reference")}
+
+
+def judge_rows(run_dir: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row's judge verdicts (row['judged'], the judge first, then its panel and repeats, judge/<tag>/), and the
+    judges that judged the run (docs/judges.md)."""
+    order = {"judge": 0, "panel": 1, "repeat": 2}
+    dirs = sorted(judge_records(run_dir).values(), key=lambda j: (order.get(j.role, 3), j.tag))
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for jr in dirs:
+        for rec in jr.records:
+            by_id.setdefault(rec.id, []).append(_judged(rec, jr))
+    for r in rows:
+        r["judged"] = by_id.get(r["id"], [])
+    return [{"tag": j.tag, "role": j.role, "judge": j.manifest.get("judge"), "protocol": j.protocol,
+             "reference": j.manifest.get("reference"), "n": len(j.records)} for j in dirs]
+
+
 def load_run(run_dir: str | Path) -> dict[str, Any]:
     """Everything the page shows for a run dir (read through recbench.store.schema.read_run): run summary, slice values,
     rows (finished examples, then those abandoned after backend errors) and the prompt table."""
@@ -87,6 +115,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     n_samples = len(rows)
     errors = {e.id: e for e in run.errors()}  # an example that failed on several runs is listed once (its last error)
     rows += [_error_row(e) for e in errors.values()]
+    judges = judge_rows(d, rows)  # the judge's scores and reasons beside each judged answer
     used = {c["prompt"] for r in rows for c in r["calls"] if c.get("prompt")}
     prompts = {k: v for k, v in read_prompts(d / "prompts.jsonl").items() if k in used}
     missing = len(used - prompts.keys())  # referenced by a call, absent from prompts.jsonl (deleted or cut short)
@@ -99,6 +128,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         "slices": _slices(list(res.breakdown) if res else [], rows), "rows": rows, "prompts": prompts,
         "prompts_missing": missing,
         "n_samples": n_samples, "n_errors": len(errors), "has_truth": any(r["truth"] is not None for r in rows),
+        "judges": judges,
     }
 
 

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from recbench.report.collect import OVERALL
+from recbench.report.judged import name_the_judge
 from recbench.report.presentation import Breakdown, Presentation, TableSpec
 from recbench.report.published_rows import OUTSIDE_MARK, published_cells
 from recbench.report.summary_table import summary_table
@@ -182,6 +183,7 @@ def declared_table(idx: Index, view: ReportView, shown: Presentation, spec: Tabl
         gap = slices_not_run(rows_df, spec.breakdown)
         if gap:
             t.caption += f" Not run: {gap}."
+    name_the_judge(t)  # the judge beside every judged number
     return t
 
 

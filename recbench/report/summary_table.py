@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from recbench.report.collect import OVERALL
+from recbench.report.judged import name_the_judge
 from recbench.report.tables import (Cell, Index, ReportView, Table, _header, cell_from, fallback_of, mark_best,
                                     method_label, parse_failure_rate)
 
@@ -70,5 +71,6 @@ def summary_table(idx: Index, view: ReportView) -> Table:
         caption += " Not eligible: " + "; ".join(excluded) + "."
     t = Table(id="summary", title="Cross-benchmark summary", caption=caption,
               row_header=["model / baseline", "kind"], header=_header(cols), columns=cols, rows=rows)
+    name_the_judge(t)  # a judged headline names its judge
     mark_best(t, view, reference_rows=[i for i, (lbl, _) in enumerate(rows) if lbl[1] == "reference (no model)"])
     return t
