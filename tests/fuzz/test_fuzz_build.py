@@ -183,3 +183,19 @@ def test_a_bad_rating_near_the_end_of_10m_rows(tmp_path):
         assert "Traceback" not in p.stderr and p.returncode == 2 and len(lines) == 1, p.stderr[-3000:]
         assert f"ratings.csv:{line}: rating 7 is outside the rating scale 0.5-5" in lines[0], lines[0]
         assert sorted(x.name for x in tmp_path.iterdir()) == ["ml"]
+
+
+def test_mixed_line_endings_are_named_by_duckdb_and_read_by_pandas(tmp_path, capsys):
+    """A CRLF file with one LF line (a line appended by another editor): DuckDB's reader cannot read it, so the duckdb
+    engine names the line and the fix; the pandas engine reads it (the one input the engines answer differently)."""
+    from tests.fuzz.build_cases import FORMATS
+
+    folder = Path(FORMATS[0].write(tmp_path, [_row(i) for i in range(ROWS)], None))
+    text = (folder / "ratings.csv").read_text().replace("\n", "\r\n") + "1,b1,4.0,1600000000\n"
+    (folder / "ratings.csv").write_bytes(text.encode())
+    line = _refused(["--source", "movielens", "--input", str(folder), "--engine", "duckdb", "--gamma", "5",
+                     "--out", str(tmp_path / "out")], capsys, tmp_path, "LF and CRLF mixed")
+    assert line.startswith(f"{folder}/ratings.csv:{ROWS + 2}: ")
+    code, lines, err = _invoke(["--source", "movielens", "--input", str(folder), "--engine", "pandas", "--gamma", "5",
+                                "--out", str(tmp_path / "out")], capsys)
+    assert code == 0 and not lines, err

@@ -102,7 +102,23 @@ def duckdb_error(e: Exception, path: Path, work: Path) -> Exception:
         return DataError(f"{where}: a rating or timestamp is {cast.group(1).splitlines()[0]}, not a finite number. "
                          "Fix the value or remove the line")
     first = msg.splitlines()[0].split("Error: ", 1)[-1]
+    mixed = _mixed_line_ending(path) if "invalid state" in msg and not path.name.endswith(".gz") else None
+    if mixed is not None:
+        return DataError(f"{path}:{mixed}: this line ends otherwise than the header line (LF and CRLF mixed), which "
+                         "DuckDB's CSV reader does not read. Fix: give the file one line ending (e.g. dos2unix), or "
+                         "build with --engine pandas")
     return DataError(f"{where}: not a well-formed {'line' if line else 'file'} ({first}). Fix the file")
+
+
+def _mixed_line_ending(path: Path) -> Optional[int]:
+    """The number of the first line whose ending (CRLF or LF) differs from the first line's, or None."""
+    with open(path, "rb") as f:
+        first = f.readline()
+        crlf = first.endswith(b"\r\n")
+        for no, line in enumerate(f, 2):
+            if line.endswith(b"\n") and line.endswith(b"\r\n") != crlf:
+                return no
+    return None
 
 
 def _json_line(path: Path, reported: int) -> int:
