@@ -51,8 +51,9 @@ def read_offline_run(path: str | Path) -> dict[str, Any]:
         rec = pb.Record()
         rec.ParseFromString(chunk)
         kind = rec.WhichOneof("record_type")
-        if kind == "config":
-            out["config"].update({_key(u): json.loads(u.value_json) for u in rec.config.update})
+        if kind in ("run", "config"):  # the config given to init comes with the run record, updates after it
+            cfg = rec.run.config if kind == "run" else rec.config
+            out["config"].update({_key(u): json.loads(u.value_json) for u in cfg.update})
         elif kind == "summary":
             out["summary"].update({_key(u): json.loads(u.value_json) for u in rec.summary.update})
         elif kind == "history":
