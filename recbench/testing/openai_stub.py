@@ -39,6 +39,7 @@ from recbench.testing.stub_http import (  # noqa: F401 - the helpers tests impor
     refused_url,
     reset_stats,
 )
+from recbench.testing.stub_judges import ANSWERS
 from recbench.testing.stub_process import StubProcess, start_stub_process  # noqa: F401 - imported from here
 
 #: faults a schedule may return: 429 (with Retry-After), 500, slow (answers after `slow_s`, past a client's
@@ -378,12 +379,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--capacity", type=int, default=None, help="requests served at once (the rest wait); default: no limit")
     ap.add_argument("--served-model", default=None, help="the model /v1/models lists; chat for another name: 404")
     ap.add_argument("--engine", default="threads", choices=ENGINES, help="a thread per connection, or one asyncio loop")
+    ap.add_argument("--answer", default=None, choices=sorted(ANSWERS), help="a stub judge's answers (stub_judges.py)")
     a = ap.parse_args(argv)
     faults = tuple(f for f in a.faults.split(",") if f)
     bad = [f for f in faults if f not in ALL_FAULTS]
     if bad:
         ap.error(f"--faults: unknown {bad}; valid: {', '.join(ALL_FAULTS)}")
-    stub = StubServer(schedule=rate_schedule(a.fault_rate, faults) if a.fault_rate > 0 else None,
+    stub = StubServer(ANSWERS.get(a.answer, default_answer),
+                      schedule=rate_schedule(a.fault_rate, faults) if a.fault_rate > 0 else None,
                       latency_s=a.latency, straggler_share=a.straggler_share, straggler_s=a.straggler_s,
                       retry_after_s=a.retry_after, capacity=a.capacity, served_model=a.served_model, host=a.host,
                       port=a.port, engine=a.engine)

@@ -58,7 +58,7 @@ def by_length(req: Request) -> str:
 
 def _answers(prefix: str):
     """A scripted model whose answer length varies by example (so length bias is measurable)."""
-    return ScriptedBackend(lambda req: prefix + " because" * (1 + _h(req.messages[-1][1]) % 6), name=prefix)
+    return ScriptedBackend(lambda req: prefix + " because" * (1 + _h(prefix + req.messages[-1][1]) % 6), name=prefix)
 
 
 @pytest.fixture(autouse=True)
@@ -260,3 +260,27 @@ def test_list_metrics_explains_the_judged_metrics():
     assert "LLM judge, pairwise" in lines["judge_win_rate"] and "both display orders" in lines["judge_win_rate"]
     summary = {x.split()[0] for x in list_metrics("llmrec_summary")}
     assert {"judge_faithfulness", "judge_coverage", "judge_conciseness", "judge_win_rate"} <= summary
+
+
+def test_stub_judge_preferring_longer_answers_is_consistent_and_length_biased(tmp_path, capsys):
+    """recbench.testing.stub_judges.judge_prefers_longer behind the stub server: every pair survives the swap, and
+    the audit finds that wins rise with the answer's length over the reference's."""
+    from recbench.testing.openai_stub import StubServer
+    from recbench.testing.stub_judges import judge_prefers_longer
+
+    run_from_config(_cfg(tmp_path, "judge=none", f"limit={N}"), tmp_path / "ref", backend=_answers("Fine"))
+    with StubServer(answer_fn=judge_prefers_longer) as stub:
+        cfg = compose_cfg(["task=llmrec_explanation", "method=zero_shot", f"limit={N}", "run.bootstrap_resamples=200",
+                           "run.progress=false", f"cache.path={tmp_path / 'cache.sqlite'}", "judge=openai-server",
+                           "judge.protocol=pairwise", f"judge.reference={tmp_path / 'ref'}",
+                           f"judge.backend.base_url={stub.base_url}", "judge.backend.max_retries=0"])
+        result = run_from_config(cfg, tmp_path / "run", backend=_answers("Good"))
+    b = result.audits[KEY]
+    assert b.position.consistent.mean == 1.0 and b.length_bias["win"].rho > 0.9
+    recs = judge_records(tmp_path / "run")["openai-server-pairwise"].records
+    for r in recs:
+        diff = r.details["answer_length"] - r.details["reference_length"]
+        assert r.prediction == ("win" if diff > 0 else "loss" if diff < 0 else "tie")
+    print_summary(result)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "judge wins rise with how much longer the answer is than the reference's (win rho" in out
