@@ -21,7 +21,9 @@ def judge_of(run_dir: str) -> str:
     if name in (None, "none"):
         return ""
     ref = j.get("reference")
-    return f"{name} ({j.get('protocol')}" + (f", against {ref}" if ref else "") + ")"
+    served = (j.get("backend") or {}).get("model")  # a server entry (openai-server) names its served model
+    who = f"{name} [{served}]" if served and served != name else str(name)
+    return f"{who} ({j.get('protocol')}" + (f", against {ref}" if ref else "") + ")"
 
 
 def _dirs(run_dir: str) -> list[str]:
