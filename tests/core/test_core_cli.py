@@ -157,7 +157,8 @@ def test_a_users_own_method_and_task_configs_still_resolve(tmp_path):
     from recbench.cli.overrides import check_overrides
 
     with pytest.raises(ConfigError, match=r"^Unknown method 'zero_sht'. Did you mean 'zero_shot'\? Valid choices for "
-                                          r"method with task=mytask: mine, random, zero_shot \(every task's"):
+                                          r"method with task=mytask: mine, popularity, random, random_items, zero_shot "
+                                          r"\(every task's"):
         check_overrides([sp, "task=mytask", "method=zero_sht"])
 
 

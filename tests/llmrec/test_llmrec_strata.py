@@ -53,7 +53,7 @@ def test_random_expectation_beside_sampled_metrics(tmp_path):
     assert rnd["ndcg@5"] == pytest.approx((1 + 0.6309298 + 0.5 + 0.4306766 + 0.3868528) / 100, abs=1e-8)
     assert rnd["ndcg@10"] == pytest.approx(0.045435594, abs=1e-8)
     assert not math.isnan(m["metrics"]["hr@10"]["mean"])
-    assert set(m["breakdown"]) == {"history", "popularity"}
+    assert set(m["breakdown"]) == {"history", "popularity", "activity"}  # activity: the fairness groups (issue 41)
 
 
 def test_rating_history_buckets():
