@@ -256,7 +256,8 @@ def corpus_summaries(cat: ItemCatalogue, lists: Sequence[Optional[Sequence[str]]
             # percentile interval is shifted by that bias (the run's value minus the resamples' mean), so it is
             # centred where the run's value is
             shift = out[f"{name}@{k}"]["mean"] - float(np.nanmean(draws[name]))
-            lo, hi = np.nanquantile(draws[name], [alpha, 1 - alpha]) + shift
+            lo, hi = np.clip(np.nanquantile(draws[name], [alpha, 1 - alpha]) + shift, 0.0,
+                             math.log(m) if name == "entropy" else 1.0)  # within the metric's range
             out[f"{name}@{k}"].update(ci_low=float(lo), ci_high=float(hi))
     return out
 
