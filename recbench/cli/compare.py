@@ -40,7 +40,7 @@ def _fmt_p(p: float | None) -> str:
 
 WIDTH = 120  # the terminal width the tables and legend lines are fitted to (narrower on a narrower terminal)
 #: short column headers (one header line at 120 columns); LEGEND says what each one is
-COLS = ("metric", "slice", "n", "a", "b", "diff", "95% CI", "test", "p", "p adj", "fam", "verdict")
+COLS = ("metric", "slice", "n", "a", "b", "diff", "95% CI", "test", "p", "p ±", "p adj", "fam", "verdict")
 NUMERIC = {"n", "a", "b", "diff", "p", "p adj", "fam", "p eq", "p eq adj", "p ni", "p ni adj"}
 MARGIN_COLS = ("metric", "slice", "n", "diff", "test", "p eq", "p eq adj", "equiv", "p ni", "p ni adj", "b non-inf")
 
@@ -59,6 +59,22 @@ def _verdict_cell(c: Comparison) -> tuple[str, bool, bool]:
     return verdict + (" *" if flagged else "") + (" ≈" if noisy else ""), flagged, noisy
 
 
+def _precision_cell(c: Comparison) -> str:
+    """How exact the p is, short: 'exact', '±0.0013' (Monte Carlo se), the test's own ('binomial', 'scipy', 't')."""
+    if c.test == "none":
+        return "-"
+    if c.p_mc_se is not None:
+        return f"±{c.p_mc_se:.1g}"
+    return {"mcnemar": "exact", "wilcoxon": "scipy", "t": "t dist"}.get(c.test, "exact")
+
+
+def _precision_legend(comparisons: Sequence[Comparison]) -> str:
+    """What the 'p ±' column says (the JSON's p_precision says it per record)."""
+    bound = max((c.p_error for c in comparisons if c.p_error is not None), default=None)
+    lattice = f"; lattice FFT, rounding <= {bound:.0e}" if bound is not None else ""
+    return f"p ± = precision of p: exact (all sign vectors{lattice}) or ±s = its Monte Carlo standard error"
+
+
 def _pair_tables(console, cols: Sequence[str], pairs: dict[tuple[str, str], list[tuple[str, ...]]], *,
                  title: str = "") -> list[int]:
     """One rich table per pair of runs (a vs b in its title); a metric or test every row shares is a legend item, not a
@@ -66,7 +82,8 @@ def _pair_tables(console, cols: Sequence[str], pairs: dict[tuple[str, str], list
     from rich.table import Table
 
     rows = [r for rs in pairs.values() for r in rs]
-    same = [i for i, col in enumerate(cols) if col in ("metric", "test", "fam") and rows and len({r[i] for r in rows}) == 1]
+    same = [i for i, col in enumerate(cols) if col in ("metric", "test", "fam", "p ±") and rows
+            and len({r[i] for r in rows}) == 1]
     for (run_a, run_b), prows in pairs.items():
         t = Table(title=f"{title}a = {run_a}  vs  b = {run_b}", title_justify="left")
         for i, col in enumerate(cols):
@@ -89,7 +106,8 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
         flagged, noisy = flagged or f, noisy or n
         pairs.setdefault((c.run_a, c.run_b), []).append((
             c.metric, c.slice, str(c.n), _fmt(c.mean_a, 3), _fmt(c.mean_b, 3), _fmt(c.diff, 3),
-            f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _fmt_p(c.p_adjusted),
+            f"[{_fmt(c.ci_low, 3)}, {_fmt(c.ci_high, 3)}]", c.test, _fmt_p(c.p_value), _precision_cell(c),
+            _fmt_p(c.p_adjusted),
             str(c.family_size) if c.test != "none" else "-", verdict))
     rows = [r for rs in pairs.values() for r in rs]
     console.print("paired comparisons" + (f" of {rows[0][0]}" if len({r[0] for r in rows}) == 1 else ""))
@@ -97,7 +115,7 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
     shared = "".join(f"; {COLS[i]}: {rows[0][i]}" for i in same if COLS[i] != "metric")
     for line in (f"a, b = mean of run a, run b; diff = a - b; 95% CI = unadjusted paired bootstrap{shared}",
                  f"p adj = {correction} within each family (one metric and slice, over its pairs of runs); "
-                 "fam = family size"):
+                 "fam = family size", _precision_legend(comparisons)):
         console.print(line)
     _footnotes(comparisons, correction, console, flagged=flagged, noisy=noisy)
 

@@ -189,7 +189,7 @@ def mark_references(summary: Table, comparer: _Comparer) -> None:
                     continue
                 verdict = ("better" if k.better == s.label else "worse") if k.significant else "not different"
                 marks.append(f"vs {name} ({ref[0]}): {verdict}, p={k.p_adjusted:.3g} "
-                             f"({k.correction} over {k.family_size} pairs)")
+                             f"({k.correction} over {k.family_size} pairs; p {precision_short(k)})")
                 if name == "random":
                     c.ref_mark = "▲" if k.significant and k.better == s.label else ("▼" if k.significant else "")
                 else:
@@ -199,6 +199,13 @@ def mark_references(summary: Table, comparer: _Comparer) -> None:
                 c.note = "; ".join(x for x in (c.note, *marks) if x)
     if marked:
         summary.caption += REF_MARKS_NOTE
+
+
+def precision_short(c: Any) -> str:
+    """The precision of a record's uncorrected p in a few characters: 'exact', '±0.002 MC', or the test's own."""
+    if c.p_mc_se is not None:
+        return f"±{c.p_mc_se:.1g} MC"
+    return {"wilcoxon": "scipy", "t": "t dist"}.get(c.test, "exact")
 
 
 def display_names(systems: list[Any], by_dir: dict[str, str]) -> dict[str, str]:
@@ -246,12 +253,15 @@ def comparisons_section(runs: list[Any], view: ReportView, comparer: _Comparer, 
             rows.append(([name[c.run_a], name[c.run_b]],
                          [Cell(metric=metric, mean=c.diff, n=c.n, note=c.note),
                           Cell(metric=metric, shown=f"[{c.ci_low:.3f}, {c.ci_high:.3f}]"),
-                          Cell(metric=metric, mean=c.p_adjusted, shown=f"{c.p_adjusted:.3g}"),
+                          Cell(metric=metric, mean=c.p_adjusted, shown=f"{c.p_adjusted:.3g} ({precision_short(c)})"),
                           Cell(metric=metric, shown=verdict)]))
         caption = (f"Every pair of runs of {task} on {metric} over their shared examples: mean paired difference, the "
                    f"{CI_MEANING}, and the p-value ({comps[0].test}) {comps[0].correction.title()}-corrected within "
                    f"the family '{comps[0].family}' ({comps[0].family_size} pairs: one family per metric and slice, "
                    "over every pair of the task's runs); the verdict uses the corrected p; n = resampling units. "
+                   "In brackets, the precision of the uncorrected p: exact (every sign vector counted, by enumeration "
+                   "or on a lattice by FFT, its rounding bound in comparisons.json p_error) or ±s, its Monte Carlo "
+                   "standard error. "
                    f"The same records as python -m recbench.compare <these runs> --pool-seeds --metric {metric} "
                    "(comparisons.csv / comparisons.json hold them, with every other family the letters use).")
         if flagged:

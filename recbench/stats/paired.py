@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recbench.stats._lazy import lazy_module
+from recbench.stats.lattice import lattice_steps, sign_flip_lattice_p
 from recbench.stats.resample import batch_rows, integer_blocks, sign_flip_null, two_sided_p
 
 stats = lazy_module("scipy.stats")  # imported on first use: a plain run needs no paired test
@@ -18,6 +19,9 @@ REFINE_BELOW = 0.1
 FIRST_RESAMPLES = 10_000
 #: enough for TARGET_MC_SE at every p below REFINE_BELOW: 2 p (1 - p/2) / 0.0005^2 = 760,000 at p = 0.1
 MAX_RESAMPLES = 800_000
+#: sign flips (resamples x units) one Monte Carlo p may draw, refinement included: the cost of a p does not grow with
+#: how small it is beyond this (800,000 resamples up to 250 units; 10,000, the first draw, from 20,000 units)
+FLIP_BUDGET = 200_000_000
 #: a paired difference with |d| <= ZERO_TOL x the largest |value| is 0 (floating-point rounding, e.g. PTC thirds)
 ZERO_TOL = 1e-9
 
@@ -31,6 +35,26 @@ class TestResult:
     n_resamples: int | None = None  # Monte Carlo permutations used; None = exact or analytic
     mc_se: float | None = None  # Monte Carlo standard error of p_value; None = exact or analytic
     note: str = ""
+    p_error: float | None = None  # bound on |p_value - exact p| when p is computed, not drawn (lattice: rounding)
+
+    @property
+    def precision(self) -> str:
+        """How exact p_value is, in words: what the JSON record's p_precision and the tables state."""
+        return p_precision(self.test, self.n_resamples, self.mc_se, self.p_error, self.note)
+
+
+def p_precision(test: str, n_resamples: int | None, mc_se: float | None, p_error: float | None,
+                note: str = "") -> str:
+    """'exact', 'exact (lattice, error <= 1e-09)', 'Monte Carlo se 0.0013 (20,000 sign vectors)', or the test's own
+    (McNemar: exact binomial; Wilcoxon: scipy, exact up to 50 units without ties, else normal approximation; t: the
+    t distribution, exact for normal differences)."""
+    if test == "permutation":
+        if n_resamples is not None:
+            return f"Monte Carlo se {mc_se:.2g} ({n_resamples:,} sign vectors)"
+        return "exact" if p_error is None else f"exact (lattice, error <= {p_error:.0e})"
+    return {"mcnemar": "exact (binomial)", "wilcoxon": "scipy (exact up to 50 units without ties, else normal approx.)",
+            "t": "t distribution (exact for normal differences)"}.get(test, "exact" if "all differences" in note
+                                                                         else "")
 
 
 def _pair(a, b) -> tuple[np.ndarray, np.ndarray]:
@@ -56,8 +80,31 @@ def paired_bootstrap_ci(a, b, *, n_resamples: int = 9999, level: float = 0.95, s
     if np.all(d == d[0]):  # every resample gives the same difference
         return (float(d[0]), float(d[0]))
     rng = np.random.default_rng(seed)
-    theta = np.concatenate([_mean_diff(a[i], b[i]) for i in integer_blocks(rng, len(a), n_resamples)])
+    theta = _few_valued_theta(a, b, n_resamples, rng)
+    if theta is None:
+        theta = np.concatenate([_mean_diff(a[i], b[i]) for i in integer_blocks(rng, len(a), n_resamples)])
     return percentile_interval((a, b), _mean_diff, theta, level=level, method=method)
+
+
+#: from this many units, pairs (a, b) with few distinct values are resampled as multinomial counts (`_few_valued_theta`)
+COUNTS_FROM_UNITS = 2_000
+#: ... when they take at most this many distinct (a, b) pairs
+COUNTS_MAX_PAIRS = 512
+
+
+def _few_valued_theta(a: np.ndarray, b: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray | None:
+    """The bootstrap of mean(a) - mean(b) drawn as counts: a resample of n units takes each distinct pair (a_k, b_k)
+    Multinomial(n, share_k) times, so its statistic is sum_k count_k (a_k - b_k) / n, the same distribution as
+    resampling unit indices at O(pairs) per resample instead of O(n) (PTC of small groups: 49 pairs at 60,000 units).
+    Not scipy's draws: used from COUNTS_FROM_UNITS units with at most COUNTS_MAX_PAIRS distinct pairs, else None."""
+    n = len(a)
+    if n < COUNTS_FROM_UNITS:
+        return None
+    pairs, counts = np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)
+    if len(pairs) > COUNTS_MAX_PAIRS:
+        return None
+    draws = rng.multinomial(n, counts / n, size=n_resamples).astype(float)
+    return draws @ pairs[:, 0] / n - draws @ pairs[:, 1] / n
 
 
 @dataclass(frozen=True)
@@ -101,6 +148,12 @@ def sign_flip_mc_se(p: float, n_resamples: int) -> float:
     return math.sqrt(2 * p * (1 - p / 2) / b)
 
 
+def resample_cap(n_units: int, most: int = MAX_RESAMPLES) -> int:
+    """The most sign vectors a Monte Carlo p of n_units units may draw: FLIP_BUDGET / n_units within
+    [FIRST_RESAMPLES, most]."""
+    return max(FIRST_RESAMPLES, min(most, FLIP_BUDGET // max(1, int(n_units))))
+
+
 def resamples_for_se(p: float, target_se: float) -> int:
     """Sign vectors needed for a two-sided p near `p` to have Monte Carlo standard error `target_se`."""
     return math.ceil(2 * p * (1 - p / 2) / target_se ** 2)
@@ -119,9 +172,12 @@ def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> Te
 
     Units whose difference is 0 up to rounding (`nonzero_differences`) are dropped: flipping them changes nothing.
     A mean difference that is 0 up to rounding gives p = 1 exactly: the sign-flip distribution is symmetric about 0,
-    so each tail holds at least half of it. Exact when 2^n <= the resamples; otherwise seeded Monte Carlo:
-    n_resamples=None starts at 10,000 and, when p < REFINE_BELOW (0.1), adds resamples until the Monte Carlo
-    standard error (`sign_flip_mc_se`) is at most TARGET_MC_SE (0.0005), p to 3 decimals (at most 800,000).
+    so each tail holds at least half of it. Exact when 2^n <= the resamples. n_resamples=None (adaptive): exact too
+    when every |d| is a whole multiple of one step (`recbench.stats.lattice`: the distribution by one FFT, p_error its
+    rounding bound); otherwise seeded Monte Carlo that starts at 10,000 and, when p < REFINE_BELOW (0.1), adds
+    resamples until the Monte Carlo standard error (`sign_flip_mc_se`) is at most TARGET_MC_SE (0.0005), p to 3
+    decimals, within the flip budget (`resample_cap`: at most 800,000, fewer above 250 units). A fixed n_resamples
+    is Monte Carlo (or enumeration) with exactly that many.
     """
     a, b = _pair(a, b)
     d = nonzero_differences(a, b)
@@ -134,14 +190,16 @@ def sign_flip_test(a, b, *, n_resamples: int | None = None, seed: int = 0) -> Te
         return TestResult("permutation", 1.0, note="exact (one non-zero difference)")
     fixed = n_resamples is not None
     n_res = int(n_resamples) if fixed else FIRST_RESAMPLES
-    exact = 2 ** min(len(d), 64) <= n_res
+    if 2 ** min(len(d), 64) <= n_res:
+        return TestResult("permutation", _sign_flip_p(d, n_res, seed), note="exact")
+    if not fixed and (steps := lattice_steps(d)) is not None:
+        p, err = sign_flip_lattice_p(steps, np.sign(d))
+        return TestResult("permutation", p, note="exact (lattice)", p_error=err)
     p = _sign_flip_p(d, n_res, seed)
-    if exact:
-        return TestResult("permutation", p, note="exact")
     if not fixed and p < REFINE_BELOW:
         needed = resamples_for_se(p, TARGET_MC_SE)
-        if needed > n_res:
-            n_res = min(MAX_RESAMPLES, max(needed, 2 * n_res))
+        if needed > n_res and (cap := resample_cap(len(d))) > n_res:
+            n_res = min(cap, max(needed, 2 * n_res))
             if 2 ** min(len(d), 64) <= n_res:
                 return TestResult("permutation", _sign_flip_p(d, n_res, seed), note="exact")
             p = _sign_flip_p(d, n_res, seed)

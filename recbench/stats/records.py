@@ -56,6 +56,8 @@ class Comparison:
     seed_var_share: float | None = None  # share of Var(unit differences) that is seed noise (pooled seeds)
     n_resamples: int | None = None
     p_mc_se: float | None = None
+    p_precision: str = ""  # how exact p_value is: exact, exact (lattice, error <= e), Monte Carlo se s (B sign vectors)
+    p_error: float | None = None  # bound on |p_value - exact p| for a computed p (lattice FFT rounding); None otherwise
     task: str = ""
     note: str = ""
     direction: str = "higher"  # higher | lower (is better) | none (declared without one) | unknown (not registered)

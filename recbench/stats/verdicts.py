@@ -30,8 +30,10 @@ from recbench.stats.multiple import adjust
 from recbench.stats.paired import (
     is_binary,
     paired_bootstrap_ci,
+    p_precision,
     paired_test,
     percentile_interval,
+    resample_cap,
     sign_flip_mc_se,
     sign_flip_test,
 )
@@ -164,8 +166,11 @@ def _corpus_record(spec, a, b, ids, base, n_resamples, seed, note) -> Comparison
                           ci_high=math.nan, test="none", p_value=math.nan, n_examples=len(ids),
                           note="not comparable per example (corpus metric without a per-example form)")
     ma, mb, lo, hi, p, n, how = _corpus_comparison(spec, a, b, ids, n_resamples=n_resamples or 1999, seed=seed)
+    b = n_resamples or 1999
+    se = sign_flip_mc_se(p, b)
     return Comparison(**base, n=n, mean_a=ma, mean_b=mb, diff=ma - mb, ci_low=lo, ci_high=hi, test="permutation",
-                      p_value=p, n_examples=n, n_resamples=n_resamples or 1999, note="; ".join(filter(None, [note, how])))
+                      p_value=p, n_examples=n, n_resamples=b, p_mc_se=se, note="; ".join(filter(None, [note, how])),
+                      p_precision=f"Monte Carlo se {se:.2g} ({b:,} swaps)")
 
 
 def _mean_record(m, spec, a, b, ids, base, *, test, n_resamples, seed, level, note, cluster_by) -> Comparison:
@@ -206,7 +211,7 @@ def _mean_record(m, spec, a, b, ids, base, *, test, n_resamples, seed, level, no
     return Comparison(**base, n=n, mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=diff, ci_low=lo,
                       ci_high=hi, test=res.test, p_value=res.p_value, n_examples=len(kept),
                       seed_var_share=d_by_seed_share, n_resamples=res.n_resamples, p_mc_se=res.mc_se,
-                      note="; ".join(notes), units_a=xa, units_b=xb)
+                      p_precision=res.precision, p_error=res.p_error, note="; ".join(notes), units_a=xa, units_b=xb)
 
 
 def _correct_family(comps: list[Comparison], method: str, alpha: float) -> None:
@@ -282,22 +287,25 @@ def _near_threshold(c: Comparison, alpha: float, max_resamples: int) -> bool:
         return False
     factor = c.p_adjusted / c.p_value if c.p_value > 0 else 1.0
     se = sign_flip_mc_se(c.p_value, c.n_resamples)  # the two-sided p's error; a p at its floor counts at 2/(B+1)
-    return (c.p_value - 3 * se) * factor < alpha <= (c.p_value + 3 * se) * factor and c.n_resamples < max_resamples
+    return (c.p_value - 3 * se) * factor < alpha <= (c.p_value + 3 * se) * factor \
+        and c.n_resamples < resample_cap(c.n, max_resamples)
 
 
 def refine_monte_carlo(comparisons: list[Comparison], *, method: str, alpha: float, seed: int = 0,
                        max_resamples: int = MAX_REFINED_RESAMPLES) -> list[Comparison]:
-    """In each family, add permutations (4x, up to max_resamples) to every Monte Carlo p-value whose verdict after
-    correction is within 3 Monte Carlo standard errors (`sign_flip_mc_se`) of alpha, then correct the family again;
-    at most 8 rounds per family, so a family's result never depends on the other families of the invocation."""
+    """In each family, add permutations (4x, up to max_resamples and the flip budget `resample_cap`) to every Monte
+    Carlo p-value whose verdict after correction is within 3 Monte Carlo standard errors (`sign_flip_mc_se`) of alpha,
+    then correct the family again; at most 8 rounds per family, so a family's result never depends on the other
+    families of the invocation. Exact p-values (enumeration, lattice) are never near-threshold-refined."""
     for comps in families(comparisons).values():
         for _ in range(8):
             unsure = [c for c in comps if _near_threshold(c, alpha, max_resamples)]
             if not unsure:
                 break
             for c in unsure:
-                b = min(max_resamples, 4 * c.n_resamples)
+                b = min(resample_cap(c.n, max_resamples), 4 * c.n_resamples)
                 res = sign_flip_test(c.units_a, c.units_b, n_resamples=b, seed=seed)
                 c.p_value, c.n_resamples, c.p_mc_se = res.p_value, res.n_resamples, res.mc_se
+                c.p_precision = p_precision(res.test, res.n_resamples, res.mc_se, res.p_error, res.note)
             _correct_family(comps, method, alpha)
     return comparisons
