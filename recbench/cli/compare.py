@@ -52,11 +52,35 @@ def _console(console=None):
 
 
 def _verdict_cell(c: Comparison) -> tuple[str, bool, bool]:
-    """The verdict in a's and b's terms, with * (CI and adjusted verdict disagree) and ≈ (below the noise floor)."""
+    """The verdict naming the better run by its label (never 'a'/'b', which the significance letters use), with *
+    (CI and adjusted verdict disagree) and ≈ (below the noise floor)."""
     verdict = c.verdict or verdict_of(c)
-    verdict = {f"{c.run_a} better": "a better", f"{c.run_b} better": "b better"}.get(verdict, verdict)
     flagged, noisy = ci_disagrees(c), bool(c.below_noise_floor)
     return verdict + (" *" if flagged else "") + (" ≈" if noisy else ""), flagged, noisy
+
+
+def _record_key(c: Comparison) -> tuple:
+    return (c.run_a, c.run_b, c.slice, c.n, c.mean_a, c.mean_b, c.ci_low, c.ci_high, c.p_value, c.p_adjusted,
+            c.verdict)
+
+
+def fold_twins(comparisons: Sequence[Comparison]) -> tuple[list[Comparison], dict[str, list[str]]]:
+    """The records to show and the metrics folded into an earlier one: a metric whose records equal an earlier
+    metric's on every pair and slice (ptc_parsed and ptc when every answer parsed) is one row, as the run summary
+    folds it."""
+    by_metric: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        by_metric.setdefault(c.metric, []).append(c)
+    keys = {m: [_record_key(c) for c in cs] for m, cs in by_metric.items()}
+    folded: dict[str, list[str]] = {}
+    for m in by_metric:
+        twin = next((k for k in folded if keys[k] == keys[m]), None)
+        if twin is None:
+            folded[m] = []
+        else:
+            folded[twin].append(m)
+    dropped = {m for twins in folded.values() for m in twins}
+    return [c for c in comparisons if c.metric not in dropped], {k: v for k, v in folded.items() if v}
 
 
 def _precision_cell(c: Comparison) -> str:
@@ -75,6 +99,20 @@ def _precision_legend(comparisons: Sequence[Comparison]) -> str:
     return f"p ± = precision of p: exact (all sign vectors{lattice}) or ±s = its Monte Carlo standard error"
 
 
+def short_label(label: str, width: int = 14) -> str:
+    """A run's label cut to a column header's width (its end kept: the method name is last)."""
+    return label if len(label) <= width else "…" + label[-(width - 1):]
+
+
+def _header(col: str, run_a: str, run_b: str) -> str:
+    """A column's header in one pair's table: 'a' and 'b' (the runs' means) and 'b non-inf' carry the runs' labels."""
+    if col == "a":
+        return short_label(run_a)
+    if col == "b" or col.startswith("b "):
+        return short_label(run_b) + col[1:]
+    return col
+
+
 def _pair_tables(console, cols: Sequence[str], pairs: dict[tuple[str, str], list[tuple[str, ...]]], *,
                  title: str = "") -> list[int]:
     """One rich table per pair of runs (a vs b in its title); a metric or test every row shares is a legend item, not a
@@ -85,10 +123,10 @@ def _pair_tables(console, cols: Sequence[str], pairs: dict[tuple[str, str], list
     same = [i for i, col in enumerate(cols) if col in ("metric", "test", "fam", "p ±") and rows
             and len({r[i] for r in rows}) == 1]
     for (run_a, run_b), prows in pairs.items():
-        t = Table(title=f"{title}a = {run_a}  vs  b = {run_b}", title_justify="left")
+        t = Table(title=f"{title}{run_a}  vs  {run_b}  (diff = {run_a} − {run_b})", title_justify="left")
         for i, col in enumerate(cols):
             if i not in same:
-                t.add_column(col, justify="right" if col in NUMERIC else "left", no_wrap=True,
+                t.add_column(_header(col, run_a, run_b), justify="right" if col in NUMERIC else "left", no_wrap=True,
                              overflow="ellipsis" if col in ("slice", "verdict") else "fold")
         for r in prows:
             t.add_row(*(v for k, v in enumerate(r) if k not in same))
@@ -97,11 +135,12 @@ def _pair_tables(console, cols: Sequence[str], pairs: dict[tuple[str, str], list
 
 
 def print_table(comparisons: Sequence[Comparison], correction: str, console=None) -> None:
-    """A rich table of the comparisons per pair of runs (a = the first run named), with legend lines under it."""
+    """A rich table of the comparisons per pair of runs (the first run named first), with legend lines under it."""
     console = _console(console)
     pairs: dict[tuple[str, str], list[tuple[str, ...]]] = {}
     flagged = noisy = False
-    for c in comparisons:
+    shown, folded = fold_twins(comparisons)
+    for c in shown:
         verdict, f, n = _verdict_cell(c)
         flagged, noisy = flagged or f, noisy or n
         pairs.setdefault((c.run_a, c.run_b), []).append((
@@ -113,9 +152,12 @@ def print_table(comparisons: Sequence[Comparison], correction: str, console=None
     console.print("paired comparisons" + (f" of {rows[0][0]}" if len({r[0] for r in rows}) == 1 else ""))
     same = _pair_tables(console, COLS, pairs)
     shared = "".join(f"; {COLS[i]}: {rows[0][i]}" for i in same if COLS[i] != "metric")
-    for line in (f"a, b = mean of run a, run b; diff = a - b; 95% CI = unadjusted paired bootstrap{shared}",
+    for line in (f"means of each run (the first named first); diff = first - second; 95% CI = unadjusted paired "
+                 f"bootstrap{shared}",
                  f"p adj = {correction} within each family (one metric and slice, over its pairs of runs); "
-                 "fam = family size", _precision_legend(comparisons)):
+                 "fam = family size", _precision_legend(comparisons),
+                 *(f"{' = '.join([*twins, kept])} on every slice and pair (one row shown; the json has both)"
+                   for kept, twins in folded.items())):
         console.print(line)
     _footnotes(comparisons, correction, console, flagged=flagged, noisy=noisy)
 
@@ -130,7 +172,7 @@ def _footnotes(comparisons: Sequence[Comparison], correction: str, console, *, f
         console.print(f"  the verdict uses the p adjusted over the family ({correction} over 'fam' pairs), so near the "
                       "threshold the two can disagree")
     if noisy:
-        console.print("≈ |diff| is below the noise floor of run a or b: decoding the same examples again with another "
+        console.print("≈ |diff| is below the noise floor of either run: decoding the same examples again with another "
                       "batch size")
         console.print("  (audit.noise; metrics.json extra.noise_floor) moved this metric by up to that much (the larger "
                       "end of its 95% CI),")
@@ -155,14 +197,15 @@ def _yes_no(x: bool | None) -> str:
     return "-" if x is None else ("yes" if x else "no")
 
 
-def noninferiority_direction(metric: str, direction: str, margin: float) -> str:
-    """What the non-inferiority column tests, exactly, for a metric of this direction."""
+def noninferiority_direction(metric: str, direction: str, margin: float, run_a: str = "a", run_b: str = "b") -> str:
+    """What the non-inferiority column tests, exactly, for a metric of this direction (the runs by their labels)."""
+    a, b = run_a, run_b
     if direction == "higher":
-        return (f"{metric} (higher is better): b non-inf = yes rejects H0 'a - b >= {margin:g}', i.e. shows b is not "
-                f"worse than a by {margin:g} or more")
+        return (f"{metric} (higher is better): {short_label(b)} non-inf = yes rejects H0 '{a} - {b} >= {margin:g}', "
+                f"i.e. shows {b} is not worse than {a} by {margin:g} or more")
     if direction == "lower":
-        return (f"{metric} (lower is better): b non-inf = yes rejects H0 'a - b <= -{margin:g}', i.e. shows b is not "
-                f"worse than a by {margin:g} or more")
+        return (f"{metric} (lower is better): {short_label(b)} non-inf = yes rejects H0 '{a} - {b} <= -{margin:g}', "
+                f"i.e. shows {b} is not worse than {a} by {margin:g} or more")
     why = "no direction (descriptive)" if direction == "none" else "direction unknown (not registered)"
     return f"no non-inferiority verdict for {metric}: {why}, so no side is worse; equivalence only"
 
@@ -180,13 +223,14 @@ def print_margin_table(comparisons: Sequence[Comparison], correction: str, conso
             _fmt_p(c.p_equivalence_adj), _yes_no(c.equivalent), _fmt_p(c.p_noninferior), _fmt_p(c.p_noninferior_adj),
             _yes_no(c.noninferior)))
     margins = ", ".join(f"{m:g}" for m in sorted({c.margin for c in comps}))
-    console.print(f"equivalence within ±{margins} (TOST) and non-inferiority of b (the second run) to a (the first run)")
+    console.print(f"equivalence within ±{margins} (TOST) and non-inferiority of the second run named to the first")
     same = _pair_tables(console, MARGIN_COLS, pairs, title="margin: ")
     rows = [r for rs in pairs.values() for r in rs]
     shared = "".join(f"; {MARGIN_COLS[i]}: {rows[0][i]}" for i in same if MARGIN_COLS[i] != "metric")
     for line in (f"p eq = TOST p, the larger one-sided p of diff <= -{margins} and of diff >= +{margins}; "
                  f"equiv = equivalent (p eq adj < alpha){shared}",
-                 *dict.fromkeys(noninferiority_direction(c.metric, c.direction, c.margin) for c in comps),
+                 *dict.fromkeys(noninferiority_direction(c.metric, c.direction, c.margin, c.run_a, c.run_b)
+                                for c in comps),
                  "to test a against b instead, swap the two run arguments",
                  f"adj = {correction} within each family (one metric and slice, over its pairs of runs), TOST and "
                  "non-inferiority apart",
