@@ -6,6 +6,7 @@ The gap is a Comparison record (recbench/stats/records.py) with the groups in pl
 independent samples of users, so each pair of groups gets Welch's t-test and its CI (the unit is the cluster named by
 the task's `cluster_by`, a user asking several queries, else the sample), and the pairs of one (metric, attribute) are
 one family, Holm-corrected like compare's pairs of runs; the record keeps the best-vs-worst pair, the largest gap.
+Groups of a single unit are shown with their mean but take no part in the gap (Welch needs two units a group).
 """
 from __future__ import annotations
 
@@ -63,10 +64,10 @@ def attribute_gap(task: Any, metric: str, attribute: str, groups: dict[str, np.n
     n and mean and the worst-served group."""
     spec = metric_spec(metric)
     units = {g: _units(v, None if clusters is None else clusters[g]) for g, v in groups.items()}
-    means = {g: float(u.mean()) for g, u in units.items() if len(u)}
-    shown = {g: {"n": int(len(units[g])), "mean": means[g]} for g in means}
+    shown = {g: {"n": int(len(u)), "mean": float(u.mean())} for g, u in units.items() if len(u)}
+    means = {g: v["mean"] for g, v in shown.items() if v["n"] >= 2}  # a group of one unit has no variance: not tested
     if len(means) < 2:
-        return {"groups": shown, "worst": None, "note": "fewer than two groups with values"}
+        return {"groups": shown, "worst": None, "note": "fewer than two groups with two or more units"}
     sign = 1 if spec.higher_is_better else -1
     best = max(means, key=lambda g: sign * means[g])
     worst = min((g for g in means if g != best), key=lambda g: sign * means[g])  # all equal: another group

@@ -52,3 +52,10 @@ def test_a_user_with_several_examples_is_one_unit():
     out = group_gaps(_task(user_by="user"), recs)["activity"]["hr@10"]
     assert {g: v["n"] for g, v in out["groups"].items()} == {"cold": 3, "heavy": 3}
     assert out["cluster_by"] == "user"
+
+
+def test_a_group_of_one_unit_is_shown_but_not_compared():
+    groups = {"a": np.array([0.0, 1, 0, 1]), "b": np.array([1.0, 1, 1, 0]), "c": np.array([5.0])}
+    r = attribute_gap(_task(), "hr@10", "activity", groups, None)
+    assert r["groups"]["c"] == {"n": 1, "mean": 5.0} and {r["run_a"], r["run_b"]} == {"a", "b"}
+    assert r["family_size"] == 1 and r["worst"] == "a"
