@@ -2,7 +2,10 @@
 PerRecBench sample (cheap runs: no model), then three example questions, each in a fresh process (the first query
 includes the interpreter start, DuckDB's import, the run-dir search and the config table), with the load average.
 
-    python benchmarks/bench_results_sql.py [--root DIR] [--seeds 25] [--skip-sweep] [--out FILE]
+    python benchmarks/bench_results_sql.py [--root DIR] [--seeds 25] [--skip-sweep] [--big 60000] [--out FILE]
+
+--big N also clones one of the runs to N examples (the size of a 60,000-group PerRecBench run's samples.jsonl) and
+asks a per-sample question over it.
 
 The sweep is one `python -m recbench -m` multirun (4 methods x --seeds seeds x 10 limits = 1,000 jobs with 25 seeds),
 its report turned off; an existing --root with run dirs is reused with --skip-sweep. Results:
@@ -62,11 +65,27 @@ def ask(root: Path, sql: str) -> dict:
     return {"wall_s": round(wall, 2), "timing": proc.stderr.strip().splitlines()[-1], "rows": json.loads(proc.stdout)}
 
 
+def big_run(root: Path, n: int) -> dict:
+    """One run dir of the sweep cloned to n examples (tests/view/scale.py), then a per-sample question over it."""
+    sys.path.insert(0, str(REPO))
+    from tests.view.scale import scaled_run
+
+    src = next(p.parent for p in sorted(root.rglob("metrics.json")) if "bm25_history" in str(p))
+    big = root.parent / f"{root.name}-{n}" / "perrec" / "none" / "bm25_history" / "scaled"
+    if not (big / "samples.jsonl").is_file():
+        scaled_run(src, big, n)
+    sql = ("SELECT meta->>'difficulty' AS difficulty, meta->>'history' AS history, count(*) AS samples, "
+           "round(avg(metrics['ptc']), 3) AS ptc FROM samples GROUP BY ALL ORDER BY difficulty, history")
+    return {"examples": n, "samples_mb": round((big / "samples.jsonl").stat().st_size / 1e6, 1), "sql": sql,
+            **ask(big.parents[3], sql)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default="/tmp/recbench-bench-results-sql")
     ap.add_argument("--seeds", type=int, default=25)
     ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("--big", type=int, default=60000, help="examples of the cloned large run (0: none)")
     ap.add_argument("--out", default=str(RESULTS))
     a = ap.parse_args()
     root = Path(a.root)
@@ -79,6 +98,9 @@ def main() -> None:
         r = ask(root, sql)
         out["questions"][name] = {"sql": sql, **r}
         print(f"{name}: {r['wall_s']} s ({r['timing']}); first rows: {r['rows'][:3]}")
+    if a.big:
+        out["large_run"] = big_run(root, a.big)
+        print(f"one run of {a.big} examples: {out['large_run']['wall_s']} s ({out['large_run']['timing']})")
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print(f"{out['run_dirs']} run dirs; load average before {out['load_before']}, after {out['load_after']} "
           f"({out['cores']} cores)")
