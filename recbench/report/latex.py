@@ -21,7 +21,8 @@ _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": 
 #: the report's own symbols in pdflatex's default fonts (amssymb for the triangles)
 _SYMBOLS = {"—": "---", "–": "--", "×": r"$\times$", "·": r"$\cdot$", "▲": r"$\blacktriangle$",
             "▼": r"$\blacktriangledown$", "†": r"\dag{}", "★": r"$\star$", "≥": r"$\geq$", "≤": r"$\leq$",
-            "±": r"$\pm$", "…": r"\ldots{}", "’": "'", "‘": "`", "“": "``", "”": "''", "−": "-"}
+            "±": r"$\pm$", "…": r"\ldots{}", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "→": r"$\rightarrow$",
+            "≈": r"$\approx$", "‡": r"\ddag{}", "•": r"$\bullet$", "’": "'", "‘": "`", "“": "``", "”": "''", "−": "-"}
 #: more value columns than this: the tabular is scaled to the text width
 _WIDE = 6
 

@@ -64,7 +64,7 @@ def test_cells_are_marked_as_the_html_marks_them():
     assert cell_tex(Cell("m", mean=0.5, mark="second", tie=True, ref_mark="▲")) == \
         r"\underline{0.500} {\scriptsize(tie)}$\blacktriangle$"
     assert cell_tex(Cell("m")) == "---"
-    assert tex("hr@10 & 50%_x → é") == r"hr@10 \& 50\%\_x ? é"
+    assert tex("hr@10 & 50%_x ↑ é ✓") == r"hr@10 \& 50\%\_x $\uparrow$ é ?"
 
 
 def test_report_tex_compiles_with_pdflatex(report, tmp_path):
