@@ -49,17 +49,23 @@ def _safe(tracker: Tracker, what: str, call: Callable[[], Any]) -> bool:
         return False
 
 
-def sweep_parent(run_dir: Path, tracker: Tracker) -> Optional[str]:
-    """The sweep's parent run this job's run joins (SWEEP_FILE in a folder above), when it names this tracker."""
+def _sweep_file(run_dir: Path) -> dict[str, Any]:
+    """SWEEP_FILE of the sweep a job's run dir is in ({} outside a tracked sweep)."""
     for p in Path(run_dir).resolve().parents:
         f = p / SWEEP_FILE
         if f.is_file():
             try:
                 d = json.loads(f.read_text(encoding="utf-8"))
             except (OSError, ValueError):
-                return None
-            return d.get("parent") if d.get("tracker") == tracker.name else None
-    return None
+                return {}
+            return d if isinstance(d, dict) else {}
+    return {}
+
+
+def sweep_parent(run_dir: Path, tracker: Tracker) -> Optional[str]:
+    """The sweep's parent run this job's run joins (SWEEP_FILE in a folder above), when it names this tracker."""
+    d = _sweep_file(run_dir)
+    return d.get("parent") if d.get("tracker") == tracker.name else None
 
 
 def log_finished(tracker: Tracker, run_dir: Path, node: dict[str, Any], complete: bool) -> None:
@@ -78,7 +84,7 @@ def run_tracked(run: Callable[[], RunResult], node: Optional[dict[str, Any]], ru
                 config_text: Callable[[], str]) -> RunResult:
     """run() with the tracker the `tracking` node names around it (no node: run() alone). config_text gives the
     resolved config as YAML (its secrets are masked here, as config.yaml's are)."""
-    if not node:
+    if not node or _sweep_file(Path(run_dir)).get("unreachable"):  # the sweep said so once, in one line
         return run()
     tracker = open_tracker(node)
     if tracker is None:
@@ -108,10 +114,12 @@ def start_sweep(node: Optional[dict[str, Any]], sweep_dir: Path, overrides: list
     """The sweep's parent run, named in SWEEP_FILE for its jobs (nothing without a node or a reachable tracker)."""
     if not node:
         return
-    tracker = open_tracker(node)
-    if tracker is None:
-        return
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    tracker = open_tracker(node)
+    if tracker is None:  # its jobs run untracked without a line each
+        (sweep_dir / SWEEP_FILE).write_text(json.dumps({"tracker": node.get("name"), "unreachable": True}),
+                                            encoding="utf-8")
+        return
     ref: list[str] = []
     if _safe(tracker, "starting the sweep's run", lambda: ref.append(tracker.start_sweep(
             sweep_dir.resolve(), {"overrides": redact_text(" ".join(overrides))[:6000]}))):
@@ -121,7 +129,7 @@ def start_sweep(node: Optional[dict[str, Any]], sweep_dir: Path, overrides: list
 def end_sweep(node: Optional[dict[str, Any]], sweep_dir: Path, failed: bool) -> None:
     """End the sweep's parent run with the sweep report; FAILED when a job failed."""
     f = sweep_dir / SWEEP_FILE
-    if not node or not f.is_file():
+    if not node or not f.is_file() or _sweep_file(sweep_dir / "job").get("unreachable"):
         return
     tracker = open_tracker(node)
     if tracker is None:

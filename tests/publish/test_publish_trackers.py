@@ -128,6 +128,15 @@ def test_an_unreachable_tracker_is_one_line_and_the_run_finishes(tmp_path):
     assert (tmp_path / "perrec" / "none" / "random" / "limit=4" / "metrics.json").is_file()
 
 
+def test_an_unreachable_tracker_is_one_line_for_a_whole_sweep(tmp_path):
+    p = _recbench(["-m", "task=perrec", "method=random,user_avg", "limit=4", "run.progress=false", "+tracking=mlflow",
+                   "tracking.uri=http://127.0.0.1:9", "tracking.timeout_s=3"], tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("recbench:")]
+    assert len(lines) == 1 and "cannot be reached (connection refused)" in lines[0], lines
+    assert len(find_run_dirs([tmp_path / "sweeps"])) == 2
+
+
 def test_wandb_offline_holds_the_same_content_and_relogs_without_duplicates(tmp_path):
     from recbench.publish.wandb_offline import read_offline_run
 
