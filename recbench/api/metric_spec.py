@@ -3,6 +3,8 @@ and the metrics task classes declare (`declare`). Lookups, checks and the standa
 recbench.api.metrics, which re-exports these names."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Optional
 
@@ -103,5 +105,8 @@ def legend(spec: MetricSpec, name: str = "") -> str:
     """One legend line: 'name: meaning (higher is better); defined on ...' (the meaning, else the doc); `name` is
     the name shown ('hr@10' for the family 'hr')."""
     text = spec.meaning or spec.doc or "(no meaning declared)"
+    cut = (name or spec.name).partition("@")[2]
+    if cut.isdigit():  # 'hr@5': 'the first 5', not the family's 'the first k'
+        text = re.sub(r"\bfirst k\b", f"first {cut}", text)
     line = f"{name or spec.name}: {text} ({DIRECTION_WORDS[spec.direction]})"
     return f"{line}; {spec.why_n}" if spec.why_n else line

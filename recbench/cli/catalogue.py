@@ -3,6 +3,7 @@ task classes are read from recbench/cli/task_index.json, not imported)."""
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import textwrap
@@ -173,9 +174,13 @@ def list_metrics(task: Optional[str] = None) -> list[str]:
     return [_metric_line(n, *r, width) for n, r in rows.items()]
 
 
+#: the widest line printed (a terminal's own width when narrower), as compare's tables
+WIDTH = 120
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """CLI: list models [--paper P] | tasks | methods [--task T] | metrics [--task T]; prints one line per entry
-    (wrapped to the terminal's width, under its own column, when printing to a terminal)."""
+    (wrapped to 120 columns, or the terminal's width when narrower, under its own column)."""
     ap = argparse.ArgumentParser(prog="python -m recbench list", description="List what the config groups hold.")
     ap.add_argument("what", choices=GROUPS)
     ap.add_argument("--paper", choices=papers(), help="models: only those this paper ran")
@@ -198,7 +203,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    print("\n".join(fit(lines, shutil.get_terminal_size().columns) if sys.stdout.isatty() else lines))
+    width = min(WIDTH, shutil.get_terminal_size().columns) if sys.stdout.isatty() else WIDTH
+    print("\n".join(fit(lines, width)))
     return 0
 
 
@@ -210,7 +216,8 @@ def fit(lines: list[str], width: int) -> list[str]:
         if len(ln) <= width:
             out.append(ln)
             continue
-        gaps = [i for i in range(1, len(ln)) if ln[i - 1] == " " and ln[i] != " "]
-        col = max((i for i in gaps if i < width // 2), default=0)
+        padded = [m.end() for m in re.finditer(r" {2,}", ln) if m.end() < width // 2]  # column padding
+        gaps = [i for i in range(1, len(ln)) if ln[i - 1] == " " and ln[i] != " " and i < width // 2]
+        col = max(padded, default=max(gaps, default=0))
         out += textwrap.wrap(ln, width, subsequent_indent=" " * col, break_long_words=False) or [ln]
     return out

@@ -174,6 +174,16 @@ def fallback_note(result: RunResult, name: str) -> str:
     return f" ({int(n_fb)} of {result.counts.examples} fallback)"
 
 
+def task_meanings(cfg: dict[str, Any]) -> dict[str, str]:
+    """The meanings the run's task class declares for its metrics (cli/task_index.json, no task import), by name."""
+    from recbench.cli.task_index import entry
+
+    try:
+        return {m["name"]: m["meaning"] for m in entry(str(cfg["task"]["_target_"]))["metrics"] if m.get("meaning")}
+    except (KeyError, TypeError, ImportError, AttributeError, ValueError):
+        return {}
+
+
 def _run_files(result: RunResult) -> tuple[dict[str, Any], dict[str, Any]]:
     """(config.yaml, versions.json) of the run dir, or empty dicts where they cannot be read."""
     import yaml
@@ -262,7 +272,8 @@ def print_summary(result: RunResult, brief: bool = False) -> None:
     tables, folded, with_ci = run_tables(result, con.width)
     for t in tables:
         con.print(t)
-    con.print(escape("\n".join(wrap_lines(legend_lines(folded.shown), con.width))), highlight=False)
+    con.print(escape("\n".join(wrap_lines(legend_lines(folded.shown, task_meanings(cfg)), con.width))),
+              highlight=False)
     lines = [f"{HEADLINE_MARK} = headline metric; cells: mean [95% bootstrap CI]; n = examples in the slice"
              if with_ci else f"{HEADLINE_MARK} = headline metric, mean [95% bootstrap CI]; other metrics: mean (CIs in "
                              "metrics.json); n = examples"]

@@ -177,12 +177,13 @@ def requirements_message(model_cfg: DictConfig, missing: list[str]) -> str:
     pp = int(b.get("pipeline_parallel_size") or 1)
     parallel = f"--tensor-parallel-size {b.get('tensor_parallel_size', 1)}"
     parallel += f" --pipeline-parallel-size {pp}" if pp > 1 else ""
+    pad = "\n" + " " * 12  # under the text after 'or serve: ', so no line passes 120 columns
     serve = req.get("serve") or (
-        f"vllm serve {hf_id} {parallel} --generation-config vllm on the GPU host, then instead of model={name} use: "
-        f"model=openai-server model.name={name}-server model.backend.model={hf_id} "
+        f"vllm serve {hf_id} {parallel} --generation-config vllm{pad}on the GPU host, then instead of "
+        f"model={name}: model=openai-server model.name={name}-server{pad}model.backend.model={hf_id} "
         "model.backend.base_url=http://<gpu-host>:8000/v1")
     needs = "; ".join([", ".join(map(str, req.get("packages") or [])), str(req.get("hardware") or "")]).strip("; ")
-    return (f"model '{name}' needs the Python package(s) {', '.join(missing)}, not installed for {sys.executable}.\n"
+    return (f"model '{name}' needs the Python package(s) {', '.join(missing)}, missing from {sys.executable}.\n"
             f"  needs:    {needs}\n"
             f"  install:  {req.get('install') or 'pip install ' + ' '.join(missing)}\n"
             f"  or serve: {serve}")
