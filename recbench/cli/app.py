@@ -13,10 +13,13 @@ from recbench.api.errors import ConfigError
 from recbench.cli.exits import (
     EXIT_CANNOT_RUN,
     EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     _on_sigterm,
     _user_errors,
     exit_code,
+    exit_now,
     interrupted,
     worst_code,
 )
@@ -65,7 +68,11 @@ def main() -> None:
     except KeyboardInterrupt as e:  # outside a job (checks, Hydra's own code); a job's own handler says more
         code, line = interrupted(e)
         print(line, file=sys.stderr)
-        sys.exit(code)
+        exit_now(code)
+    except SystemExit as e:
+        if e.code in (EXIT_TERMINATED, EXIT_INTERRUPTED):  # the job's handler said what was kept: nothing is left
+            exit_now(int(e.code))
+        raise
 
 
 def _main() -> None:

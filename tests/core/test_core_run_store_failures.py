@@ -319,11 +319,14 @@ def test_a_signal_keeps_what_finished_says_so_in_one_line_and_the_rerun_goes_on(
                 break
             time.sleep(0.1)
         proc.send_signal(sig)
+        sent = time.monotonic()
         try:
             _, stderr = proc.communicate(timeout=60)
         finally:
             released.set()
+        took = time.monotonic() - sent
         assert proc.returncode == code, f"exit {proc.returncode} after {answered[0]} requests: {stderr}"
+        assert took < 5, f"exit {took:.1f} s after the signal (issue 44: within 5 s)"
         err = _one_error_line(stderr)
         kept = len(samples.read_text().splitlines())
         assert err.startswith(f"recbench: {name}: {kept} of 36 examples finished and kept in "), err
