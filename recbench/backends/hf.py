@@ -6,6 +6,7 @@ reports the progress line shows in `decoding`, the thread count in `threads`.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
@@ -77,6 +78,7 @@ class HFBackend(Backend):
 
         torch_s = time.time() - t0  # a run's first torch import (about 1 s): part of the "ready in" line
         self.quirks = check_quirks(quirks)
+        self._enforcer_data: Any = None  # lm-format-enforcer's view of the tokenizer, built on the first JSON guide
         self.model_dir = resolve_model_dir(model, package)
         self.gguf_file = gguf_file
         self.revision = revision
@@ -180,13 +182,15 @@ class HFBackend(Backend):
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def generate(self, requests: list[Request]) -> list[Response]:
-        """Answer requests in batches grouped by sampling parameters (choice constraints by likelihood)."""
+        """Answer requests in batches grouped by sampling parameters (choice constraints by likelihood, JSON-schema
+        constraints by guided decoding)."""
         out: list[Optional[Response]] = [None] * len(requests)
         groups: dict[Any, list[int]] = defaultdict(list)
         for i, r in enumerate(requests):
-            is_choice = r.constraint is not None and r.constraint.kind == "choice"
-            groups[(r.sampling, is_choice)].append(i)
-        for (sampling, is_choice), idxs in groups.items():
+            kind = r.constraint.kind if r.constraint is not None else None
+            is_choice = kind == "choice"
+            groups[(r.sampling, is_choice, r.constraint.schema if kind == "json" else None)].append(i)
+        for (sampling, is_choice, schema), idxs in groups.items():
             # longest first so each batch holds similar lengths (less padding)
             prompts = {i: self._prompt(requests[i]) for i in idxs}
             idxs = sorted(idxs, key=lambda i: -len(prompts[i]))
@@ -196,7 +200,7 @@ class HFBackend(Backend):
                     if is_choice:
                         res = choose(self, [prompts[i] for i in chunk], [requests[i] for i in chunk])
                     else:
-                        res = self._generate([prompts[i] for i in chunk], sampling)
+                        res = self._generate([prompts[i] for i in chunk], sampling, schema)
                 except Exception as e:  # a failing batch becomes error responses, never a lost run
                     log.exception("hf generate failed")
                     res = [Response(error=f"{type(e).__name__}: {e}") for _ in chunk]
@@ -226,8 +230,18 @@ class HFBackend(Backend):
             kw.update(stop_strings=list(sp.stop), tokenizer=self.tokenizer)
         return kw
 
-    def _generate(self, prompts: list[str], sp: Any) -> list[Response]:
-        """One batch through transformers.generate; every decoding step is reported (recbench.backends.decoding)."""
+    def _json_guide(self, schema: str) -> Any:
+        """transformers' prefix_allowed_tokens_fn that keeps an answer inside the JSON schema (recbench.backends.
+        hf_guide; the tokenizer's token list built once per backend)."""
+        from recbench.backends.hf_guide import json_guide, tokenizer_data
+
+        if self._enforcer_data is None:
+            self._enforcer_data = tokenizer_data(self.tokenizer, self._eos_ids)
+        return json_guide(self._enforcer_data, schema)
+
+    def _generate(self, prompts: list[str], sp: Any, schema: Optional[str] = None) -> list[Response]:
+        """One batch through transformers.generate (guided by a JSON schema when given); every decoding step is
+        reported (recbench.backends.decoding)."""
         import torch
         from transformers import StoppingCriteriaList
 
@@ -237,7 +251,8 @@ class HFBackend(Backend):
         steps = StoppingCriteriaList([step_hook(batch, self._eos_ids)])
         try:
             with torch.inference_mode():
-                seqs = self.model.generate(**enc, **self._gen_kwargs(sp), stopping_criteria=steps)
+                guide = {"prefix_allowed_tokens_fn": self._json_guide(schema)} if schema else {}
+                seqs = self.model.generate(**enc, **self._gen_kwargs(sp), stopping_criteria=steps, **guide)
         except BaseException:
             batch.finish(batch.tokens)
             raise
