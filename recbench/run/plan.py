@@ -39,6 +39,23 @@ def _cached_locally(ident: str) -> bool:
 
 
 # ---- token counting -------------------------------------------------------------------------------
+def _packaged_tokenizer(b: Any) -> Any:
+    """A packaged model's tokenizer: a GGUF's as plain files read without transformers (`gguf_tokenizer`), else (the
+    derived-data cache off, a folder model) transformers' AutoTokenizer."""
+    from recbench.backends.gguf_tokenizer import PlainTokenizer, gguf_tokenizer_folder
+    from recbench.backends.hf import resolve_model_dir
+
+    folder = resolve_model_dir(str(b.get("model") or ""), b.get("package"))
+    plain = gguf_tokenizer_folder(folder, str(b["gguf_file"])) if b.get("gguf_file") else None
+    if plain is not None and (plain / "tokenizer.json").is_file():
+        return PlainTokenizer(plain)
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    return AutoTokenizer.from_pretrained(folder, gguf_file=b.get("gguf_file"))
+
+
 class TokenCounter:
     """Prompt tokens with the model's own tokenizer and chat template when it can be loaded offline, else ~chars/4."""
 
@@ -52,17 +69,14 @@ class TokenCounter:
                 self.source = f"estimate: characters / 4 (no local tokenizer for {ident})"
             return
         try:
-            from transformers import AutoTokenizer
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.set_verbosity_error()
             if b.get("package") or b.get("gguf_file"):
-                from recbench.backends.hf import resolve_model_dir
-
-                folder = resolve_model_dir(str(b.get("model") or ""), b.get("package"))
-                self.tok = AutoTokenizer.from_pretrained(folder, gguf_file=b.get("gguf_file"))
-                self.source = f"model tokenizer ({b.get('gguf_file') or folder})"
+                self.tok = _packaged_tokenizer(b)
+                self.source = f"model tokenizer ({b.get('gguf_file') or b.get('package')})"
             else:
+                from transformers import AutoTokenizer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.set_verbosity_error()
                 self.tok = AutoTokenizer.from_pretrained(str(ident), local_files_only=True)
                 self.source = f"model tokenizer ({ident}, local files)"
         except Exception as e:  # noqa: BLE001 - any failure falls back to the estimate, and says so
