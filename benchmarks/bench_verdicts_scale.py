@@ -47,21 +47,33 @@ def _taus(scores: np.ndarray, noise: np.ndarray) -> list[float]:
     return [tau_permutation((np.argsort(np.argsort(-(s + e))) + 1).tolist()) for s, e in zip(scores, noise)]
 
 
-def synthesize(out: Path, groups: int, seed: int = 0) -> list[Path]:
-    """Two run dirs of `groups` paired PerRecBench-like examples (method a better than method b on average)."""
+#: the pairs --effects can build: run b's noise scale against run a's 1.6 (a larger scale ranks worse), and the sd of a
+#: continuous jitter added to both runs' PTC (0: PTC stays on its lattice of thirds)
+EFFECTS = {"significant": (2.4, 0.0),  # p ~ 1e-300
+           "null": (1.6, 0.0),  # the same method twice, independent noise: p ~ 0.77
+           "small": (1.64, 0.0),  # p ~ 0.016: where the adaptive Monte Carlo drew the most
+           "small_continuous": (1.64, 0.01)}  # the same off the lattice: Monte Carlo within the flip budget
+
+
+def synthesize(out: Path, groups: int, seed: int = 0, effect: str = "significant") -> list[Path]:
+    """Two run dirs of `groups` paired PerRecBench-like examples (method a better than method b on average, by the
+    effect's noise scale; 'null': equal)."""
+    scale_b, jitter = EFFECTS[effect]
     rng = np.random.default_rng(seed)
     size = rng.choice([2, 3, 4], groups)
     pop = rng.choice(["low", "mid", "high"], groups)
     hist = rng.choice(["short", "mid", "long"], groups)
     shared = {m: rng.normal(0, 1.0, (groups, m)) for m in SIZES}
     runs = []
-    for name, scale in (("bm25_history", 1.6), ("random", 2.4)):
+    for name, scale in (("bm25_history", 1.6), ("random", scale_b)):
         tau = np.empty(groups)
         for m in SIZES:
             idx = np.flatnonzero(size == m)
             truth = np.tile(-np.arange(m, dtype=float), (len(idx), 1))
             noise = scale * (0.6 * shared[m][idx] + 0.8 * rng.normal(0, 1.0, (len(idx), m)))
             tau[idx] = _taus(truth, noise)
+        if jitter:
+            tau += rng.normal(0, jitter, groups)
         d = out / name
         store = RunStore(d)
         store.append_many(SampleRecord(id=f"g{i:06d}", meta={"difficulty": SIZES[int(size[i])],
@@ -124,16 +136,18 @@ def measure(cmd: list[str], limit: int, tree: Path = ROOT) -> dict:
             "stdout": p.stdout, "stderr_tail": p.stderr[-3000:]}
 
 
-def _runs(a: argparse.Namespace, out: Path) -> tuple[Path, Path]:
-    """The two runs to compare: --runs, else synthesized under out (reused when an earlier call wrote them)."""
+def _runs(a: argparse.Namespace, out: Path, effect: str) -> tuple[Path, Path]:
+    """The two runs to compare: --runs, else synthesized under out/<effect> (reused when an earlier call wrote them)."""
     if a.runs:
         return Path(a.runs[0]).resolve(), Path(a.runs[1]).resolve()
+    out = out / effect
     if all((out / n / "metrics.json").is_file() for n in ("bm25_history", "random")):
         print(f"reusing the 2 runs under {out}", flush=True)
         return out / "bm25_history", out / "random"
     t = time.perf_counter()
-    ra, rb = synthesize(out, a.groups)
-    print(f"synthesized 2 runs of {a.groups} groups in {time.perf_counter() - t:.1f} s under {out}", flush=True)
+    ra, rb = synthesize(out, a.groups, effect=effect)
+    print(f"synthesized 2 runs of {a.groups} groups ({effect}) in {time.perf_counter() - t:.1f} s under {out}",
+          flush=True)
     return ra, rb
 
 
@@ -150,6 +164,31 @@ def _steps(a: argparse.Namespace, out: Path, ra: Path, rb: Path, tree_name: str)
     return {k: v for k, v in steps.items() if k.split()[0] in wanted}
 
 
+def _measure_pair(a: argparse.Namespace, out: Path, ra: Path, rb: Path, trees: dict[str, Path], effect: str,
+                  results: dict) -> None:
+    """Each step on one pair of runs, tree after tree (so before/after ratios come from the same minutes)."""
+    first = next(iter(trees))
+    for step in _steps(a, out, ra, rb, first):
+        for name, tree in trees.items():
+            r = measure(_steps(a, out, ra, rb, name)[step], a.limit_bytes, tree)
+            print(f"{effect} {step} [{name}]: rc {r['rc']}, wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS "
+                  f"{r['peak_rss_mb']} MB, load {' '.join(f'{x:.1f}' for x in r['load'])}", flush=True)
+            if r["rc"] != 0:
+                print(r["stderr_tail"], flush=True)
+            row = {"effect": effect, "step": step, "tree": name, **{k: v for k, v in r.items() if k != "stdout"}}
+            if step == "compare":
+                print(r["stdout"], flush=True)
+                vj = out / f"verdicts-{name}.json"
+                if vj.exists():
+                    row["verdicts"] = [{k: c.get(k) for k in ("slice", "n", "diff", "ci_low", "ci_high", "p_value",
+                                                              "n_resamples", "p_mc_se", "p_precision", "verdict")}
+                                       for c in json.loads(vj.read_text())]
+            if step.startswith("aggregate") and r["rc"] == 0:
+                row["aggregate"] = json.loads(r["stdout"].strip().splitlines()[-1])
+                print(f"  {json.dumps({k: v for k, v in row['aggregate'].items() if k != 'overall'})}", flush=True)
+            results["steps"].append(row)
+
+
 def main() -> int:
     """Measure compare, report and aggregate for each tree, print and write the results."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -163,37 +202,23 @@ def main() -> int:
     ap.add_argument("--limit-bytes", type=int, default=8_000_000_000)
     ap.add_argument("--json", default=str(ROOT / "benchmarks/results/bench_verdicts_scale.json"))
     ap.add_argument("--steps", default="compare,report,aggregate", help="which of compare,report,aggregate to measure")
+    ap.add_argument("--effects", default="null,significant",
+                    help=f"which synthesized pairs to measure, in order (of {', '.join(EFFECTS)}); ignored with --runs")
     a = ap.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="bench_verdicts_")).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    ra, rb = _runs(a, out)
     trees = {n: Path(p).resolve() for n, p in (t.split("=", 1) for t in a.trees)}
-    results: dict = {"groups": a.groups, "runs": [str(ra), str(rb)], "limit_bytes": a.limit_bytes,
-                     "command": " ".join(sys.argv), "trees": {n: str(p) for n, p in trees.items()}, "steps": []}
+    results: dict = {"groups": a.groups, "limit_bytes": a.limit_bytes, "command": " ".join(sys.argv),
+                     "trees": {n: str(p) for n, p in trees.items()}, "pairs": {}, "steps": []}
     for name, tree in trees.items():  # the package each tree's commands import (the tree's own, not the install)
         where = subprocess.run([sys.executable, "-c", "import recbench; print(recbench.__file__)"], cwd=tree,
                                capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)}).stdout.strip()
         print(f"tree {name}: {tree} imports {where}", flush=True)
         results["trees"][name] = {"path": str(tree), "imports": where}
-    first = next(iter(trees))
-    for step in _steps(a, out, ra, rb, first):
-        for name, tree in trees.items():
-            r = measure(_steps(a, out, ra, rb, name)[step], a.limit_bytes, tree)
-            print(f"{step} [{name}]: rc {r['rc']}, wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS "
-                  f"{r['peak_rss_mb']} MB, load {' '.join(f'{x:.1f}' for x in r['load'])}", flush=True)
-            if r["rc"] != 0:
-                print(r["stderr_tail"], flush=True)
-            row = {"step": step, "tree": name, **{k: v for k, v in r.items() if k != "stdout"}}
-            if step == "compare":
-                print(r["stdout"], flush=True)
-                vj = out / f"verdicts-{name}.json"
-                if vj.exists():
-                    row["verdicts"] = [{k: c[k] for k in ("slice", "n", "diff", "ci_low", "ci_high", "p_value",
-                                                          "n_resamples", "verdict")} for c in json.loads(vj.read_text())]
-            if step.startswith("aggregate") and r["rc"] == 0:
-                row["aggregate"] = json.loads(r["stdout"].strip().splitlines()[-1])
-                print(f"  {json.dumps({k: v for k, v in row['aggregate'].items() if k != 'overall'})}", flush=True)
-            results["steps"].append(row)
+    for effect in (["given"] if a.runs else a.effects.split(",")):
+        ra, rb = _runs(a, out, effect)
+        results["pairs"][effect] = [str(ra), str(rb)]
+        _measure_pair(a, out if a.runs else out / effect, ra, rb, trees, effect, results)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {a.json}")
