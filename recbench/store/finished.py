@@ -143,6 +143,10 @@ def reuse_finished(run_dir: str | Path, inputs: str | None, this_invocation: dic
         metrics["this_invocation"] = {**this_invocation, "examples_total": n, "examples_skipped": n}
         if isinstance(metrics.get("cost"), dict):
             metrics["cost"]["this_invocation"] = invocation_cost
+        for block in (metrics.get("extra") or {}).values():  # a pass of its own (the judge's): nothing ran either
+            if isinstance(block, dict) and isinstance(block.get("this_invocation"), dict):
+                block["this_invocation"] = {k: 0 if isinstance(v, (int, float)) else v
+                                            for k, v in block["this_invocation"].items()}
         write_json_atomic(d / "metrics.json", metrics)
         write_json_atomic(marker, _run_state(d, inputs))
         return metrics

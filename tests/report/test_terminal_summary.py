@@ -102,28 +102,32 @@ def test_llmrec_sequential_ndcg1_folds_into_hr1_and_fits_one_table(sequential, c
     assert lines and max(len(ln) for ln in lines) <= MAX_WIDTH
     assert "ndcg@1 = hr@1 on every slice" in out
     header = next(ln for ln in out.splitlines() if ln.startswith("┃"))
-    assert [c.strip() for c in header.strip("┃").split("┃")] == ["slice", "n", "★ ndcg@10", "hr@1", "hr@5", "ndcg@5",
-                                                                 "hr@10"]
-    # 5 metrics with their CIs do not fit 120 columns: the headline keeps its CI, the others show means
+    assert [c.strip() for c in header.strip("┃").split("┃")][:7] == ["slice", "n", "★ ndcg@10", "hr@1", "hr@5",
+                                                                     "ndcg@5", "hr@10"]
+    assert "arp@10" in header  # the list metrics (issue 41) follow the accuracy metrics
+    # the metrics with their CIs do not fit 120 columns: the headline keeps its CI, the others show means
     m = sequential.metrics
     row = next(ln for ln in _rows(out) if ln.startswith("│ all "))
     assert f"{m['ndcg@10'].mean:.3f} [{m['ndcg@10'].ci_low:.3f}, {m['ndcg@10'].ci_high:.3f}]" in row
     assert f"│ {m['hr@10'].mean:.3f} │" in row and "other metrics: mean (CIs in metrics.json)" in out
-    assert len(_rows(out)) == 7 and out.count("┏") == 1  # 7 slices (all, 3 history, 3 popularity): was 42 rows
+    # 10 slices (all, 3 history, 3 popularity, 3 activity) in each of two tables: was 42 rows in one per metric
+    assert len(_rows(out)) == 20 and out.count("┏") == 2
 
 
 def test_recbench_plus_empty_and_equal_metrics_are_one_line(recbench_plus, capsys):
     assert list(recbench_plus.breakdown["query_type"]) == ["explicit", "implicit", "misinformed", "interest"]
     f = fold(recbench_plus)
     assert f.shown[0] == "recall"
-    assert {"hallucination_rate", "duplicate_rate"} <= set(f.empty)  # "—" on every slice
+    assert {"invalid_rate", "duplicate_rate"} <= set(f.empty)  # "—" on every slice (no answer parsed)
     assert "precision" in f.same_as["recall"]  # every answer empty: 0 everywhere, like recall
     print_summary(recbench_plus)
     out = capsys.readouterr().out
     assert max(len(ln) for ln in _table_lines(out)) <= MAX_WIDTH
-    assert "no value on any slice: hallucination_rate, duplicate_rate" in out
+    assert "no value on any slice: invalid_rate, duplicate_rate" in out
     assert "(n=3)" in out  # cmr is defined on 3 of the 4 queries
-    assert len(_rows(out)) == 6 and out.count("┏") == 1  # 6 slices, one table: was 70 rows (12 metrics)
+    # 15 slices (query type, conditions, and the user groups of issue 41: activity, gender, age, occupation), one
+    # table: was 70 rows
+    assert len(_rows(out)) == 15 and out.count("┏") == 1
 
 
 def test_slice_values_declared_order_then_natural():
