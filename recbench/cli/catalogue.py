@@ -159,6 +159,12 @@ def list_metrics(task: Optional[str] = None) -> list[str]:
         for m in entry(target)["metrics"]:
             rows.setdefault(m["name"], (family, m["direction"], m["meaning"], m["why_n"]))
     if task is not None:
+        if merged("task", task).get("items"):  # a YAML task whose rows are item lists (task.items)
+            from recbench.api.item_lists import LIST_METRICS
+
+            for s in LIST_METRICS:
+                if not s.meaning.startswith("old name of"):
+                    rows.setdefault(s.name, std.get(s.name, ("standard", s.direction, s.meaning, s.why_n)))
         rubric = merged("task", task).get("judge_rubric") or {}  # a YAML task that opts in to judging
         if rubric:
             from recbench.api.judge_metrics import judge_metric_specs

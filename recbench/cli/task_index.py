@@ -22,14 +22,22 @@ def task_targets() -> list[str]:
 
 
 def class_entry(target: str) -> dict[str, Any]:
-    """One class's method names and declared metrics (name, direction, meaning, why_n), imported; a class with a
-    judge rubric lists its judged metrics too (judge_<aspect>, judge_win_rate: docs/judges.md)."""
+    """One class's method names and declared metrics (name, direction, meaning, why_n), imported; a class whose
+    answers are item lists (it defines item_catalogue) lists the list metrics (api/item_lists.py), and one with a
+    judge rubric its judged metrics (judge_<aspect>, judge_win_rate: docs/judges.md)."""
     from recbench.api.judge_metrics import judge_metric_specs
+
+    from recbench.api.item_lists import LIST_METRICS
+    from recbench.api.task import Task
 
     mod, _, cls_name = target.rpartition(".")
     cls = getattr(importlib.import_module(mod), cls_name)
     rubric = getattr(cls, "judge_rubric", None) or {}
-    specs = (*cls.metric_specs, *(judge_metric_specs(rubric) if rubric else ()))
+    # a task whose answers are item lists (it defines item_catalogue); a config-defined task (its metrics may be
+    # undeclared) has them only where its config says so (task.items: catalogue.list_metrics)
+    lists = cls.item_catalogue is not Task.item_catalogue and cls.undeclared_metrics == "error"
+    current = tuple(s for s in LIST_METRICS if not s.meaning.startswith("old name of")) if lists else ()
+    specs = (*cls.metric_specs, *current, *(judge_metric_specs(rubric) if rubric else ()))
     return {"methods": sorted(cls.methods),
             "metrics": [{"name": s.name, "direction": s.direction, "meaning": s.meaning, "why_n": s.why_n}
                         for s in specs]}
