@@ -85,7 +85,7 @@ def test_a_damaged_samples_line_is_one_line_naming_file_and_line(tmp_path, cli):
         err = _one_error_line(p.stderr)
         assert f"{run_dir / 'samples.jsonl'}:4:" in err and what in err and "fix or delete this line" in err, err
         assert _snapshot(run_dir) == before and not _tmp_files(tmp_path)  # nothing written, metrics.json as it was
-        assert view.main([str(run_dir)]) == 1  # the viewer says the same in one line (its own exit code)
+        assert view.main([str(run_dir)]) == 2  # the viewer says the same in one line (exit 2, as every command)
 
 
 # ---- the response cache damaged or full --------------------------------------------------------------------

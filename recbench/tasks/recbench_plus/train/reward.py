@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from recbench.api.item_lists import list_scores
 from recbench.api.parsing import parse_list
 from recbench.tasks.recbench_plus import metrics as M
 from recbench.tasks.recbench_plus.task import RecBenchPlusTask
@@ -57,8 +58,10 @@ class RecBenchPlusReward:
             return self._memo[(example_id, text)]
         ex = self.examples[example_id]
         titles, status = parse_answer(text)
-        scores = self.task.score(ex, Outcome(prediction=text, parse_status=status, details={"titles": titles, "k": 0}))
-        halluc = _num(scores.get("hallucination_rate"))
+        outcome = Outcome(prediction=text, parse_status=status, details={"titles": titles, "k": 0})
+        scores = self.task.score(ex, outcome)
+        list_scores(self.task, ex, outcome, scores)  # the answer errors, as the run records them (invalid_rate, ...)
+        halluc = _num(scores.get("invalid_rate"))
         out = {"recall": float(scores["recall"]), "cmr": _num(scores.get("cmr")),
                "format": {"ok": 1.0, "repaired": 0.5}.get(status, 0.0), "hallucination": -(halluc or 0.0)}
         self._memo[(example_id, text)] = out
