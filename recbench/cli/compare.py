@@ -55,6 +55,8 @@ def _verdict_cell(c: Comparison) -> tuple[str, bool, bool]:
     """The verdict naming the better run by its label (never 'a'/'b', which the significance letters use), with *
     (CI and adjusted verdict disagree) and ≈ (below the noise floor)."""
     verdict = c.verdict or verdict_of(c)
+    if c.better:  # the label cut like the mean columns' headers, so the row fits 120 columns
+        verdict = f"{short_label(c.better, 10)} better"
     flagged, noisy = ci_disagrees(c), bool(c.below_noise_floor)
     return verdict + (" *" if flagged else "") + (" ≈" if noisy else ""), flagged, noisy
 
@@ -99,7 +101,7 @@ def _precision_legend(comparisons: Sequence[Comparison]) -> str:
     return f"p ± = precision of p: exact (all sign vectors{lattice}) or ±s = its Monte Carlo standard error"
 
 
-def short_label(label: str, width: int = 14) -> str:
+def short_label(label: str, width: int = 12) -> str:
     """A run's label cut to a column header's width (its end kept: the method name is last)."""
     return label if len(label) <= width else "…" + label[-(width - 1):]
 
@@ -126,8 +128,11 @@ def _pair_tables(console, cols: Sequence[str], pairs: dict[tuple[str, str], list
         t = Table(title=f"{title}{run_a}  vs  {run_b}  (diff = {run_a} − {run_b})", title_justify="left")
         for i, col in enumerate(cols):
             if i not in same:
+                squeezable = col in ("slice", "verdict")  # the others keep their width: a number is never folded
                 t.add_column(_header(col, run_a, run_b), justify="right" if col in NUMERIC else "left", no_wrap=True,
-                             overflow="ellipsis" if col in ("slice", "verdict") else "fold")
+                             overflow="ellipsis" if squeezable else "fold",
+                             min_width=None if squeezable else max(len(_header(col, run_a, run_b)),
+                                                                   *(len(r[i]) for r in prows)))
         for r in prows:
             t.add_row(*(v for k, v in enumerate(r) if k not in same))
         console.print(t)
