@@ -56,7 +56,7 @@ def _verdict_cell(c: Comparison) -> tuple[str, bool, bool]:
     (CI and adjusted verdict disagree) and ≈ (below the noise floor)."""
     verdict = c.verdict or verdict_of(c)
     if c.better:  # the label cut like the mean columns' headers, so the row fits 120 columns
-        verdict = f"{short_label(c.better, 10)} better"
+        verdict = f"{c.better if len(c.better) <= 12 else short_label(c.better, 10)} better"
     flagged, noisy = ci_disagrees(c), bool(c.below_noise_floor)
     return verdict + (" *" if flagged else "") + (" ≈" if noisy else ""), flagged, noisy
 
