@@ -55,8 +55,10 @@ def _verdict_cell(c: Comparison) -> tuple[str, bool, bool]:
     """The verdict naming the better run by its label (never 'a'/'b', which the significance letters use), with *
     (CI and adjusted verdict disagree) and ≈ (below the noise floor)."""
     verdict = c.verdict or verdict_of(c)
-    if c.better:  # the label cut like the mean columns' headers, so the row fits 120 columns
-        verdict = f"{c.better if len(c.better) <= 12 else short_label(c.better, 10)} better"
+    if c.better:  # the run's name within its pair, cut like the mean columns' headers, so the row fits 120 columns
+        names = dict(zip((c.run_a, c.run_b), pair_names(c.run_a, c.run_b)))
+        better = names.get(c.better, c.better)
+        verdict = f"{better if len(better) <= 12 else short_label(better, 10)} better"
     flagged, noisy = ci_disagrees(c), bool(c.below_noise_floor)
     return verdict + (" *" if flagged else "") + (" ≈" if noisy else ""), flagged, noisy
 
@@ -101,6 +103,17 @@ def _precision_legend(comparisons: Sequence[Comparison]) -> str:
     return f"p ± = precision of p: exact (all sign vectors{lattice}) or ±s = its Monte Carlo standard error"
 
 
+def pair_names(run_a: str, run_b: str) -> tuple[str, str]:
+    """The two runs' labels without the path parts they share at the start or the end (bm25_history/limit=12 vs
+    random/limit=12: bm25_history, random): what tells them apart in a column header or a verdict."""
+    a, b = run_a.split("/"), run_b.split("/")
+    while len(a) > 1 and len(b) > 1 and a[0] == b[0]:
+        a, b = a[1:], b[1:]
+    while len(a) > 1 and len(b) > 1 and a[-1] == b[-1]:
+        a, b = a[:-1], b[:-1]
+    return ("/".join(a), "/".join(b)) if a != b else (run_a, run_b)
+
+
 def short_label(label: str, width: int = 12) -> str:
     """A run's label cut to a column header's width (its end kept: the method name is last)."""
     return label if len(label) <= width else "…" + label[-(width - 1):]
@@ -108,10 +121,11 @@ def short_label(label: str, width: int = 12) -> str:
 
 def _header(col: str, run_a: str, run_b: str) -> str:
     """A column's header in one pair's table: 'a' and 'b' (the runs' means) and 'b non-inf' carry the runs' labels."""
+    name_a, name_b = pair_names(run_a, run_b)
     if col == "a":
-        return short_label(run_a)
+        return short_label(name_a)
     if col == "b" or col.startswith("b "):
-        return short_label(run_b) + col[1:]
+        return short_label(name_b) + col[1:]
     return col
 
 

@@ -71,7 +71,7 @@ def test_the_data_readme_a_data_error_names_exists_and_describes_every_folder(tm
     for folder in (p.name for p in (REPO / "data").iterdir() if p.is_dir() and not p.name.startswith("__")):
         assert f"`{folder}/`" in text, folder
     generators = re.findall(r"`python -m recbench\.tasks\.(\w+)\.synth --out data/(\w+)`", text)
-    assert len(generators) == 3
+    assert len(generators) == 4  # perrec, recbench_plus, llmrec, explanation_judging
     for pkg, folder in generators:
         assert (REPO / "recbench" / "tasks" / pkg / "synth.py").is_file() and (REPO / "data" / folder).is_dir(), (pkg, folder)
 
@@ -93,5 +93,5 @@ def test_readme_reference_rows_are_what_a_run_prints(tmp_path):
 def test_a_reader_that_closes_the_pipe_early_gets_no_traceback():
     r = subprocess.run(f"'{sys.executable}' -m recbench list methods | head -1", shell=True, cwd=REPO,
                        capture_output=True, text=True, timeout=120)
-    assert r.stdout.count("\n") == 1 and r.stdout.startswith("generic/"), r.stdout
+    assert r.stdout.count("\n") == 1 and r.stdout.startswith("explanation_judging/"), r.stdout
     assert r.stderr == "", r.stderr  # was: BrokenPipeError's traceback from print()

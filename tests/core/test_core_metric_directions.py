@@ -111,7 +111,7 @@ def test_every_metric_of_every_task_and_method_has_a_declared_direction(task, tm
     warned = [r.getMessage() for r in caplog.records if "not registered" in r.getMessage()]
     assert not warned, warned
     if task == "recbench_plus":  # the catalogue-resolved metrics (the released files have no catalogue)
-        assert seen["hallucination_rate"]["direction"] == "lower" and seen["hallucination_rate"]["higher_is_better"] is False
+        assert seen["invalid_rate"]["direction"] == "lower" and seen["invalid_rate"]["higher_is_better"] is False
         assert seen["duplicate_rate"]["direction"] == "lower"
         assert seen["n_recommended"] == {"higher_is_better": None, "direction": "none", "binary": False,
                                          "aggregation": "mean"}
