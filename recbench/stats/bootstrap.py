@@ -59,18 +59,11 @@ def bootstrap_cis(columns: Sequence[Sequence[float]], n_boot: int = 1000, level:
         if n < 2:
             continue
         means: dict[int, list[np.ndarray]] = {k: [] for k in ks}
-        stacked = np.column_stack([xs[k] for k in ks]).astype(np.float64) if len(ks) > 1 else None
         for idx in integer_blocks(np.random.default_rng(seed), n, n_boot):
-            if stacked is None:
-                means[ks[0]].append(xs[ks[0]][idx].mean(axis=-1))
-                continue
-            # several columns: each resample's counts of every unit, times the columns (one matrix product instead
-            # of a gather per column; equal to the gathered means up to rounding, ~1e-15 relative)
-            rows = len(idx)
-            w = np.bincount((idx + (np.arange(rows) * n)[:, None]).ravel(), minlength=rows * n).reshape(rows, n)
-            block = (w.astype(np.float64) @ stacked) / n
-            for c, k in enumerate(ks):
-                means[k].append(block[:, c])
+            # a gather per column, never a matrix product over several: a column's CI must not depend on which other
+            # columns share its draws (a product rounds otherwise, ~1e-15, and two outputs of one CI then differ)
+            for k in ks:
+                means[k].append(xs[k][idx].mean(axis=-1))
         for k in ks:
             lo, hi = np.quantile(np.concatenate(means[k]), [alpha, 1 - alpha])
             out[k] = (float(lo), float(hi))

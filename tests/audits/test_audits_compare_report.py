@@ -91,7 +91,7 @@ def test_noise_floor_marks_a_smaller_difference(root, capsys):
 
     assert main([str(root / "n"), "--metric", "ptc", "--no-slices"]) == 0
     text = capsys.readouterr().out
-    assert "n.s. ≈" in text and "≈ |diff| is below the noise floor of run a or b" in text
+    assert "n.s. ≈" in text and "≈ |diff| is below the noise floor of either run" in text
 
 
 def test_report_tables_show_metrics_json(root, tmp_path):

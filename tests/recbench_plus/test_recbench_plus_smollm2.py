@@ -30,7 +30,7 @@ def test_smollm2_on_ml100k_queries(shared_data, smollm2, tmp_path, method):
     assert metrics["complete"] and metrics["counts"]["examples"] == 5
     assert set(metrics["breakdown"]["query_type"]) == TYPES
     for name in ("ftr", "recall", "precision", "ndcg", "strict_recall", "strict_precision", "strict_ndcg",
-                 "hallucination_rate", "duplicate_rate"):
+                 "invalid_rate", "duplicate_rate"):
         assert metrics["metrics"][name]["n"] > 0, name
     assert "cmr" in metrics["metrics"]  # condition queries: defined when an answer names a KG movie
     records = read_samples(tmp_path / "run")

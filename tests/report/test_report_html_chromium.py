@@ -51,6 +51,7 @@ def test_sweep_report_letters_and_comparisons_equal_recbench_compare_json(tmp_pa
 
     from recbench.stats.verdicts import Comparison, ci_disagrees, letters
     from recbench.report.numbers import fmt
+    from recbench.report.significance import precision_short
 
     diffs = "task.difficulties=[easy,hard]"
     _run(tmp_path, "runs/listwise", ["method=listwise", diffs, "limit=60"], ScriptedBackend(listwise_answer))
@@ -77,8 +78,9 @@ def test_sweep_report_letters_and_comparisons_equal_recbench_compare_json(tmp_pa
         verdict = f"{shown[rec['better']]} better" if rec["better"] else "not distinguishable"
         verdict += " *" if ci_disagrees(Comparison(**{k: v for k, v in rec.items()
                                                       if k in Comparison.__dataclass_fields__})) else ""
-        assert cells == [fmt(rec["diff"]), f"[{rec['ci_low']:.3f}, {rec['ci_high']:.3f}]", f"{rec['p_adjusted']:.3g}",
-                         verdict], (rec, cells)
+        c = Comparison(**{k: v for k, v in rec.items() if k in Comparison.__dataclass_fields__})
+        assert cells == [fmt(rec["diff"]), f"[{rec['ci_low']:.3f}, {rec['ci_high']:.3f}]",
+                         f"{rec['p_adjusted']:.3g} ({precision_short(c)})", verdict], (rec, cells)
     # the summary's perrec column: its rows are the same four systems, so its letters are the CLI's letters
     comps = [Comparison(**{k: v for k, v in r.items() if k in Comparison.__dataclass_fields__}) for r in records]
     expected = letters(comps, "ptc", "all")

@@ -174,7 +174,7 @@ def test_cli_writes_every_format_and_fails_cleanly_on_a_missing_dir(runs, tmp_pa
     assert html.count("data:image/png;base64,") >= 3
     bad = subprocess.run([sys.executable, "-m", "recbench.report", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "no such run or sweep dir" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("recbench: error: ") and "nope: no such folder" in bad.stderr
 
 
 def test_tables_carry_a_legend_and_no_empty_parse_failure_chart(runs, tmp_path):
