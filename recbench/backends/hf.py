@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from collections import defaultdict
 from typing import Any, Optional, Sequence
@@ -25,6 +26,7 @@ from recbench.backends.hf_weights import (  # noqa: F401 - resolve_model_dir, qu
     read_fingerprint,
     remember_fingerprint,
     resolve_model_dir,
+    status_line,
     weights_fingerprint,
 )
 from recbench.backends.quirks import apply_quirks, check_quirks
@@ -73,7 +75,10 @@ class HFBackend(Backend):
         name: Optional[str] = HFBackendConf.name,
         quirks: Optional[Sequence[str]] = HFBackendConf.quirks,
     ):
-        t0 = time.time()
+        t0 = self._started = time.time()
+        self.name = name or model or package
+        if "torch" not in sys.modules:  # seconds, and minutes on a busy machine: said, never silent
+            status_line(f"recbench: starting {self.name}: importing torch ...")
         import torch
 
         torch_s = time.time() - t0  # a run's first torch import (about 1 s): part of the "ready in" line
@@ -87,7 +92,6 @@ class HFBackend(Backend):
         self.batch_size = batch_size
         self.adapter = adapter
         self.max_model_len = max_model_len
-        self.name = name or model or package
         n_threads, why = pick_threads(threads)
         torch.set_num_threads(n_threads)
         self.load_info: dict[str, Any] = {"how": "already loaded in this process", "seconds": 0.0}
@@ -104,11 +108,15 @@ class HFBackend(Backend):
         if key in _LOADED:
             return _LOADED[key]
         t0 = time.time()
+        if "transformers" not in sys.modules:
+            status_line(f"recbench: starting {self.name}: importing transformers ...")
         from transformers import PreTrainedModel  # noqa: F401 - the bulk of transformers' import, timed apart
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # per-tensor conversion bars; recbench shows its own progress
         import_s = time.time() - t0
+        status_line(f"recbench: starting {self.name}: reading its weights "
+                    f"({time.time() - getattr(self, '_started', t0):.0f} s since it started) ...")
         # a GGUF is de-quantized once per file into the derived-data cache, then read as a plain folder
         cached = (load_cached_gguf(self.model_dir, self.gguf_file, self.dtype_name, self.name)
                   if self.gguf_file else None)

@@ -42,6 +42,9 @@ class ReportCallback(Callback):
         quiet = logging.getLogger("recbench.report.writer")  # its INFO 'report: N runs -> PATH' would print as a
         level = quiet.level  # raw '[HYDRA] report: ...' line under Hydra's multirun logging; the path is printed below
         quiet.setLevel(max(logging.WARNING, level))
+        # the report reads every run and compares every pair: seconds to minutes, said before, never silent
+        print(f"writing the sweep's report into {sweep_dir / self.out_subdir} (tables, significance groups, paired "
+              "comparisons) ...", flush=True)
         try:
             bound = float(OmegaConf.select(config, "report.max_parse_failure_rate", default=0.5))
             written = write_report([sweep_dir], sweep_dir / self.out_subdir, title=self.title, formats=self.formats,
