@@ -113,11 +113,6 @@ def check_engine(eng: Any) -> None:
 
 
 # ---- paths -------------------------------------------------------------------------------------------------------
-def _readable_file(path: Path, label: str, fix: str) -> None:
-    """DataError (`label: what is wrong. Fix: ...`) unless path is a readable, non-empty file."""
-    readable_file(path, label, fix)
-
-
 def check_inputs(cats: Iterable[Any]) -> None:
     """DataError naming every input that is missing, unreadable, empty or of the wrong kind (file vs folder), in one
     line, before any work (or any shard job) starts."""
@@ -143,12 +138,12 @@ def _check_input(c: Any) -> None:
             wrong = "no such folder" if not path.exists() else "a file, not a folder"
             raise DataError(f"{label}: {wrong} (--source movielens reads a folder). Fix: {fix}")
         for inner in ("ratings.csv", "movies.csv"):
-            _readable_file(path / inner, f"{label}: {inner}", fix)
+            readable_file(path / inner, f"{label}: {inner}", fix)
     else:
-        _readable_file(path, label, f"point it at the ratings file of --source {c.source}")
+        readable_file(path, label, f"point it at the ratings file of --source {c.source}")
     if c.meta is not None:
         meta = f"--category-meta {c.domain}={c.meta}" if c.domain else f"--meta {c.meta}"
-        _readable_file(Path(c.meta), meta, "point it at the item metadata file (JSONL or CSV with parent_asin,title)")
+        readable_file(Path(c.meta), meta, "point it at the item metadata file (JSONL or CSV with parent_asin,title)")
 
 
 def check_outputs(out: Optional[str], work: Optional[str]) -> None:

@@ -48,9 +48,7 @@ def reader_sql(con: Any, source: str, path: Path) -> str:
         # the header read here and the dialect given, nothing sniffed: a sniffer that meets a line with an extra field
         # in its sample takes the whole header for one column (and names the header instead of the line)
         names = csv_header(path)
-        missing = [c for c in (uid, iid, "rating", "timestamp") if c not in names]
-        if missing:
-            raise DataError(f"{path}: missing column(s) {missing} (has {names}). Fix the header")
+        _require(path, names, [uid, iid, "rating", "timestamp"])
         cols = ", ".join(f"{q(n)}: '{'DOUBLE' if n in ('rating', 'timestamp') else 'VARCHAR'}'" for n in names)
         src = (f"read_csv({q(path)}, header=true, auto_detect=false, delim=',', quote='\"', escape='\"', "
                f"columns={{{cols}}})")
@@ -58,7 +56,7 @@ def reader_sql(con: Any, source: str, path: Path) -> str:
         src = f"read_parquet({q(path)})"
         names = [d[0] for d in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
         iid = "item_id" if "item_id" in names else "parent_asin"
-        _require(con, src, path, [uid, iid, "rating", "timestamp"])
+        _require(path, names, [uid, iid, "rating", "timestamp"])
     return (f"SELECT CAST({uid} AS VARCHAR) AS user_id, CAST({iid} AS VARCHAR) AS item_id, "
             f"CAST(rating AS DOUBLE) AS rating, CAST(timestamp AS DOUBLE) AS timestamp FROM {src}")
 
@@ -73,8 +71,8 @@ def csv_header(path: Path) -> list[str]:
         return next(csv.reader(f), [])
 
 
-def _require(con: Any, src: str, path: Path, columns: list[str]) -> None:
-    names = [d[0] for d in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
+def _require(path: Path, names: list[str], columns: list[str]) -> None:
+    """DataError naming the columns the file's header (`names`) lacks."""
     missing = [c for c in columns if c not in names]
     if missing:
         raise DataError(f"{path}: missing column(s) {missing} (has {names}). Fix the header")
