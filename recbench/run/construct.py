@@ -183,7 +183,8 @@ def requirements_message(model_cfg: DictConfig, missing: list[str]) -> str:
         f"model={name}: model=openai-server model.name={name}-server{pad}model.backend.model={hf_id} "
         "model.backend.base_url=http://<gpu-host>:8000/v1")
     needs = "; ".join([", ".join(map(str, req.get("packages") or [])), str(req.get("hardware") or "")]).strip("; ")
-    return (f"model '{name}' needs the Python package(s) {', '.join(missing)}, missing from {sys.executable}.\n"
+    return (f"model '{name}' needs the Python package(s) {', '.join(missing)}, missing from this environment.\n"
+            f"  python:   {sys.executable}\n"
             f"  needs:    {needs}\n"
             f"  install:  {req.get('install') or 'pip install ' + ' '.join(missing)}\n"
             f"  or serve: {serve}")

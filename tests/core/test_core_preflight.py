@@ -4,6 +4,7 @@ missing API key names the variable. On the toy task, through the entry point in-
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import pytest
 
@@ -36,9 +37,10 @@ def test_vllm_preset_without_vllm_says_needs_install_and_serve(tmp_path, cli):
     p = cli("model=llama70b", "limit=2")
     lines = _no_bar_no_run_dir(p, tmp_path)
     assert lines[0].startswith("recbench: config error: model 'llama70b' needs the Python package(s) vllm")
-    needs, install = lines[1:3]
-    serve = " ".join(ln.strip() for ln in lines[3:6])  # 'or serve:' and its two continuation lines
-    assert max(len(ln) for ln in lines) <= 120, lines
+    python, needs, install = lines[1:4]
+    serve = " ".join(ln.strip() for ln in lines[4:7])  # 'or serve:' and its two continuation lines
+    assert python.split() == ["python:", sys.executable]
+    assert max(len(ln) for ln in lines if ln is not python) <= 120, lines  # a path is never cut, so its line may be long
     assert needs.split()[0] == "needs:" and "vllm" in needs and "4 x 80 GB GPUs" in needs
     assert install.split()[0] == "install:" and "pip install vllm" in install
     assert serve.split()[:2] == ["or", "serve:"] and "vllm serve meta-llama/Llama-3.1-70B-Instruct" in serve
@@ -57,7 +59,7 @@ def test_preflight_unit_checks_packages_and_keys(monkeypatch):
         LazyBackend(cfg).preflight()
     msg = str(e.value).splitlines()
     labels = [ln.split(":")[0].strip() for ln in msg[1:] if not ln.startswith(" " * 12)]  # continuation lines out
-    assert "no_such_package_xyz" in msg[0] and labels == ["needs", "install", "or serve"]
+    assert "no_such_package_xyz" in msg[0] and labels == ["python", "needs", "install", "or serve"]
     LazyBackend(compose_cfg(["model=smollm2"]).model).preflight()  # no requirements: nothing to refuse
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     LazyBackend(compose_cfg(["model=gpt4o"]).model).preflight()
