@@ -1,7 +1,9 @@
-"""Installs the top-level folders conf/ (Hydra configs) and data/ (bundled samples) as recbench.conf / recbench.data."""
+"""Installs the top-level folders tasks/ (the benchmarks), kg/ (knowledge graphs), conf/ (Hydra configs) and data/
+(bundled samples) as recbench.tasks / recbench.kg / recbench.conf / recbench.data."""
 from setuptools import find_namespace_packages, setup
 
-ROOTS = {"recbench": "recbench", "recbench.conf": "conf", "recbench.data": "data"}
+ROOTS = {"recbench": "recbench", "recbench.tasks": "tasks", "recbench.kg": "kg", "recbench.conf": "conf",
+         "recbench.data": "data"}
 
 packages = []
 for prefix, folder in ROOTS.items():

@@ -62,7 +62,7 @@ def import_task_module(package: str, module: str = "task") -> Any:
         where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
         at = f" at {where.filename}:{where.lineno}" if where else ""
         raise CannotRun(f"task package '{package}' failed to import: {name} raised {type(e).__name__}: {e}{at}. "
-                        f"Fix recbench/tasks/{package} (or install what it needs)") from e
+                        f"Fix tasks/{package} (or install what it needs)") from e
 
 
 def _load_task_plugins() -> None:

@@ -2,7 +2,7 @@
 columns, which metrics, which breakdown values in which order, which published rows) and its own figures.
 
 A benchmark package declares one `PRESENTATION = Presentation(...)` in its `presentation` module (e.g.
-recbench/tasks/<benchmark>/presentation.py); the report finds it from a run's task class (`task._target_`): the
+tasks/<benchmark>/presentation.py); the report finds it from a run's task class (`task._target_`): the
 `presentation` module beside the class, else beside a base class's. One builder (recbench.report.builder) draws
 every declared table; a benchmark that declares none gets one generic table per task.
 """

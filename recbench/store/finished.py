@@ -50,12 +50,13 @@ def _stat_tree(root: Path, out: list[tuple[str, int, Any]], suffixes: tuple[str,
 
 
 def code_roots() -> list[Path]:
-    """The recbench package (benchmark packages included) and its configs (found without importing them)."""
+    """The recbench package, its benchmarks, knowledge graphs and configs (found without importing them)."""
     import importlib.util
 
-    roots = [Path(__file__).resolve().parents[1]]  # the recbench package, its benchmark packages included
-    conf = importlib.util.find_spec("recbench.conf")
-    roots += [Path(p) for p in (conf.submodule_search_locations or [])] if conf else []
+    roots = [Path(__file__).resolve().parents[1]]  # the recbench package
+    for part in ("recbench.tasks", "recbench.kg", "recbench.conf"):  # top-level folders installed inside it
+        spec = importlib.util.find_spec(part)
+        roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     return roots
 
 

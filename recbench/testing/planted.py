@@ -1,6 +1,6 @@
 """Planted-effect doubles for the memorization probe: deterministic backends whose memory is known exactly.
 
-`PlantedMemory` answers the probe's prompts (recbench/tasks/memorization/templates) from a dictionary of records it
+`PlantedMemory` answers the probe's prompts (tasks/memorization/templates) from a dictionary of records it
 "remembers": an `Input: <id>::` lookup with the remembered title (else 'Unknown', or a confabulated title), a title
 prefix with the remembered title that starts with it, a user's history with the remembered next item, and a choice
 among `<id>::<title>` records by log-likelihood (remembered records score 0, the others a pseudo-random value drawn

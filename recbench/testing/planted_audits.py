@@ -7,7 +7,7 @@ bundled sample) or a **blind** one (a permutation drawn from a hash of the promp
 decided by a hash of (seed, prompt[, batch size]), so a double is a pure function of its settings and the request.
 
 - `PlantedTemplateEffect(skill)`: under the template whose marker phrase the prompt holds (`LISTWISE_MARKERS`,
-  template k of recbench/tasks/perrec/templates/listwise*.j2) the answer is informed with probability skill[k]. Unequal
+  template k of tasks/perrec/templates/listwise*.j2) the answer is informed with probability skill[k]. Unequal
   skills plant a template effect (the mean PTC differs by template); equal skills are the null double, whose answers
   still change with the wording (another prompt, another hash) but not systematically.
 - `BatchSensitive(flip)`: at its reference batch size every answer is informed; at any other batch size a share

@@ -73,7 +73,7 @@ def test_the_data_readme_a_data_error_names_exists_and_describes_every_folder(tm
     generators = re.findall(r"`python -m recbench\.tasks\.(\w+)\.synth --out data/(\w+)`", text)
     assert len(generators) == 4  # perrec, recbench_plus, llmrec, explanation_judging
     for pkg, folder in generators:
-        assert (REPO / "recbench" / "tasks" / pkg / "synth.py").is_file() and (REPO / "data" / folder).is_dir(), (pkg, folder)
+        assert (REPO / "tasks" / pkg / "synth.py").is_file() and (REPO / "data" / folder).is_dir(), (pkg, folder)
 
 
 def test_setup_ends_with_the_next_step():

@@ -14,11 +14,11 @@ import pytest
 
 pytestmark = pytest.mark.fast
 
-PKG = Path(__file__).resolve().parents[2] / "recbench"
-# the core is recbench/ outside the benchmark packages (recbench/tasks, recbench/kg) and the test doubles
-BENCHMARK_PARTS = {"tasks", "kg"}
-CORE_FILES = sorted(p for p in PKG.rglob("*.py")
-                    if not (set(p.relative_to(PKG).parts[:1]) & (BENCHMARK_PARTS | {"testing"})))
+from tests.source_tree import ROOTS, module_name as _module_name, shown, source_files
+
+PKG = ROOTS["recbench"]
+# the core is recbench/ without the test doubles; the benchmarks (tasks/) and knowledge graphs (kg/) are other folders
+CORE_FILES = sorted(p for p in PKG.rglob("*.py") if p.relative_to(PKG).parts[0] != "testing")
 # benchmark names anywhere; method names as identifiers in quotes ("pairwise" is also a plain statistics word)
 BENCHMARK_WORDS = re.compile(r"perrec|PerRecBench|recbench_plus|RecBench\+|llmrec|LLMRec|explanation_judging|heapsort|"
                              r"[\"'](pointwise|pairwise|listwise|zero_shot|bm25_history|assistant|assistant_history)[\"']",
@@ -28,11 +28,6 @@ BENCHMARK_WORDS = re.compile(r"perrec|PerRecBench|recbench_plus|RecBench\+|llmre
 #: every module of the package is at most this long, and every function at most MAX_FUNCTION_LINES: no waivers
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 60
-
-
-def _module_name(path: Path) -> str:
-    parts = [p for p in path.relative_to(PKG.parent).with_suffix("").parts if p != "__init__"]
-    return ".".join(parts)
 
 
 def _imports(path: Path) -> set[str]:
@@ -54,8 +49,8 @@ def _imports(path: Path) -> set[str]:
 
 
 def import_graph() -> nx.DiGraph:
-    """Module -> module it imports, over every file of the recbench package (tasks and kg included)."""
-    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    """Module -> module it imports, over every file of the recbench package (tasks/ and kg/ included)."""
+    files = {_module_name(p): p for p in source_files()}
     g = nx.DiGraph()
     g.add_nodes_from(files)
     for name, path in files.items():
@@ -68,7 +63,7 @@ def import_graph() -> nx.DiGraph:
 
 
 def test_core_mentions_no_benchmark_or_method_name():
-    hits = [f"{p.relative_to(PKG.parent)}:{i}: {line.strip()}" for p in CORE_FILES
+    hits = [f"{shown(p)}:{i}: {line.strip()}" for p in CORE_FILES
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if BENCHMARK_WORDS.search(line)]
     assert not hits, "benchmark knowledge in the core:\n" + "\n".join(hits)
 
@@ -93,9 +88,10 @@ def test_the_import_graph_sees_a_planted_circle(tmp_path, monkeypatch):
 
 
 def _folder(module: str) -> str:
-    """The folder of recbench/ a module sits in ('' for a top-level module such as recbench/compare.py)."""
-    path = PKG.parent / Path(*module.split("."))
-    return module.split(".")[1] if path.is_dir() or len(module.split(".")) > 2 else ""
+    """The folder of the package a module sits in (tasks, kg, api, ...; '' for a top-level module such as
+    recbench/compare.py)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or module in ROOTS or (PKG / parts[-1]).is_dir() else ""
 
 
 def folder_pairs(g: nx.DiGraph) -> list[tuple[str, str]]:
@@ -115,14 +111,14 @@ def test_the_folder_check_sees_a_planted_pair():
 
 
 def test_every_module_is_short():
-    long = [f"{p.relative_to(PKG.parent)} ({n} lines)" for p in PKG.rglob("*.py")
+    long = [f"{shown(p)} ({n} lines)" for p in source_files()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
     assert not long, f"modules over {MAX_LINES} lines (split along the seams the docstring names): " + ", ".join(long)
 
 
 def test_every_function_is_short():
-    long = [f"{p.relative_to(PKG.parent)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-            for p in PKG.rglob("*.py") for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+    long = [f"{shown(p)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for p in source_files() for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: " + ", ".join(long)

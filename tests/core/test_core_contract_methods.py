@@ -16,7 +16,7 @@ from recbench.api.types import Example, Outcome
 from tests.helpers import compose_cfg
 
 pytestmark = pytest.mark.fast
-TASKS = Path(__file__).resolve().parents[2] / "recbench" / "tasks"
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
 #: task configs on the bundled data (the others need ../shared/data; their classes are the same)
 BUNDLED = ["perrec", "recbench_plus", "llmrec_rating", "llmrec_explanation", "llmrec_summary", "llmrec_sequential",
            "llmrec_direct", "generic_yesno"]
@@ -40,7 +40,7 @@ def _unreachable_yields(path: Path) -> list[str]:
             if isinstance(stmt, ast.Return):
                 seen_return = True
             elif seen_return and isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
-                out.append(f"{path.relative_to(TASKS.parent.parent)}:{stmt.lineno}")
+                out.append(f"{path.relative_to(TASKS.parent)}:{stmt.lineno}")
     return out
 
 
@@ -53,7 +53,7 @@ def test_the_unreachable_yield_finder_sees_one(tmp_path):
     planted = TASKS / "_issue24_probe.py"
     try:
         planted.write_text("def run(x):\n    return x\n    yield  # fake\n")
-        assert _unreachable_yields(planted) == ["recbench/tasks/_issue24_probe.py:3"]
+        assert _unreachable_yields(planted) == ["tasks/_issue24_probe.py:3"]
     finally:
         planted.unlink()
 

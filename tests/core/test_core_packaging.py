@@ -1,4 +1,4 @@
-"""Packaging: one import name (recbench): recbench/tasks/, recbench/kg/, conf/ and data/ install inside it; a built wheel
+"""Packaging: one import name (recbench): tasks/, kg/, conf/ and data/ install inside it; a built wheel
 runs from a fresh venv."""
 import os
 import subprocess
@@ -51,7 +51,7 @@ def test_the_distribution_installs_one_import_name_and_nothing_imports_the_folde
     assert dist.read_text("top_level.txt").split() == ["recbench"]
     bare = {"conf", "data", "tasks", "kg"}
     hits = []
-    for folder in ("recbench", "tests", "benchmarks", "scripts", "conf", "data"):
+    for folder in ("recbench", "tasks", "kg", "tests", "benchmarks", "scripts", "conf", "data"):
         for f in sorted((REPO / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
                 names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
@@ -70,7 +70,9 @@ def test_wheel_in_fresh_venv_runs_python_m_recbench(tmp_path):
 
     files = zipfile.ZipFile(wheel).namelist()  # one import name: every file under recbench/ (or the metadata)
     assert {f.split("/")[0] for f in files} == {"recbench", f"{wheel.name.split('-py')[0]}.dist-info"}, files
-    assert {"recbench/conf/method/perrec/listwise.yaml", "recbench/conf/method/llmrec/random.yaml"} <= set(files)
+    assert {"recbench/conf/method/perrec/listwise.yaml", "recbench/conf/method/llmrec/random.yaml",  # conf/
+            "recbench/tasks/perrec/task.py", "recbench/tasks/perrec/templates/listwise.j2",  # tasks/, its templates
+            "recbench/kg/graph.py"} <= set(files)  # kg/
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
@@ -84,7 +86,8 @@ def test_wheel_in_fresh_venv_runs_python_m_recbench(tmp_path):
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(RECBENCH_RUNS_DIR=str(work / "runs"), RECBENCH_CACHE_DIR=str(work / "cache"))
-    where = subprocess.run([str(py), "-c", "import recbench.tasks.perrec as p, recbench.conf as c; print(p.__file__); print(c.__file__)"],
+    where = subprocess.run([str(py), "-c", "import recbench.tasks.perrec as p, recbench.kg as k, recbench.conf as c; "
+                            "print(p.__file__); print(k.__file__); print(c.__file__)"],
                            cwd=work, env=env, capture_output=True, text=True, check=True).stdout
     assert str(venv) in where and str(REPO) not in where  # imported from the wheel, not the checkout
     r = subprocess.run([str(py), "-m", "recbench", "method=bm25_history", "limit=10", "run.progress=false"],

@@ -1,4 +1,4 @@
-"""Listwise prompts built ahead in a forked child (recbench/tasks/perrec/prefetch.py): the child's prompts are the
+"""Listwise prompts built ahead in a forked child (tasks/perrec/prefetch.py): the child's prompts are the
 loop's prompts, a run with it writes the same records and prompts as one without, and the loop's side takes,
 skips and falls back as documented."""
 from __future__ import annotations
