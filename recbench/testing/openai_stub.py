@@ -190,16 +190,15 @@ class StubServer:
             self.max_in_flight = 0
             self.serving = 0  # holding one of the `capacity` slots
             self.max_serving = 0
-            self.received = 0
-            self.answered = 0
-            self.stragglers = 0
+            self.received = self.answered = self.stragglers = 0
+            self.first_at: Optional[float] = None  # time.time() when the first chat request arrived (start-up)
 
     def stats(self) -> dict[str, Any]:
         """Counters as plain JSON: paid (answered in full), received, distinct prompts, faults, max in flight."""
         with self._lock:
             return {"paid": self.answered, "received": self.received, "distinct": len(self.attempts),
                     "faults": dict(self.faults), "stragglers": self.stragglers, "in_flight": self.in_flight,
-                    "max_in_flight": self.max_in_flight, "max_serving": self.max_serving}
+                    "max_in_flight": self.max_in_flight, "max_serving": self.max_serving, "first_at": self.first_at}
 
     def models(self) -> tuple[int, dict[str, Any]]:
         """(status, body) of GET /v1/models: the served model as vLLM lists it, or a 404 when none is named."""
@@ -281,6 +280,7 @@ class StubServer:
     def arrived(self, path: str) -> None:
         """Count a chat request that arrived; it is in flight (waiting for a slot included) until `left`."""
         with self._lock:
+            self.first_at = self.first_at or time.time()
             self.received += 1
             self.paths[path] += 1
             self.in_flight += 1
