@@ -3,7 +3,8 @@ the keys every model backend shares.
 
 conf/config.yaml starts from `RecbenchConfig` (registered as `recbench_schema`), so a wrong type fails at compose
 time and each default lives here once. Each conf/model/*.yaml starts its `backend` node from one of the backend
-schemas (`- /schema/backend@backend: openai` in its defaults list): the shared keys (name, batch_size, quirks, and
+schemas (`- /schema/backend@backend: openai` in its defaults list; each backend's schema lives with the backend,
+recbench/backends/<kind>_conf.py): the shared keys (name, batch_size, quirks, and
 an API backend's concurrency, timeouts and retries) are typed, backend-specific keys stay free-form. Task and method
 keys stay YAML in their groups; value ranges that types cannot say (temperature >= 0, sizes >= 1) are checked by
 `validate`.
@@ -14,18 +15,14 @@ The keys a YAML-only task may leave out are api/yaml_task.py; the rules tasks an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from types import MappingProxyType
+from typing import Any, List, Mapping, Optional
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from recbench.api.backend_conf import (  # noqa: F401 - each backend's typed keys, named here with the core groups
-    BACKEND_SCHEMAS,
+from recbench.api.backend_conf import (  # noqa: F401 - the keys every backend shares, named here with the core groups
     BackendConf,
-    HFBackendConf,
     ModelBackendConf,
-    OpenAIBackendConf,
-    PredictionsBackendConf,
-    VLLMBackendConf,
 )
 from recbench.api.errors import ConfigError
 from recbench.api.settings_rules import (  # noqa: F401 - the valid values of every config key, named in one place
@@ -176,14 +173,15 @@ class RecbenchConfig:
     tracking: Any = None  # +tracking=mlflow|wandb (conf/tracking/, docs/results_elsewhere.md); taken off before the run
 
 
-def register_configs() -> None:
-    """Register the schemas in Hydra's ConfigStore (idempotent)."""
+def register_configs(backend_schemas: Mapping[str, type] = MappingProxyType({})) -> None:
+    """Register the schemas in Hydra's ConfigStore (idempotent): the core groups, and each backend's schema by kind
+    (`backend_schemas`, recbench/backends/schemas.py `all_schemas()`: the backends register theirs, not this file)."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
     cs.store(name="recbench_schema", node=RecbenchConfig)
     cs.store(group="schema", name="judge", node=OmegaConf.structured(JudgeConf, flags={"struct": False}))
-    for name, cls in BACKEND_SCHEMAS.items():  # not struct: backend-specific keys are added by the model's YAML
+    for name, cls in backend_schemas.items():  # not struct: backend-specific keys are added by the model's YAML
         cs.store(group="schema/backend", name=name, node=OmegaConf.structured(cls, flags={"struct": False}))
 
 

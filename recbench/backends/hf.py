@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from typing import Any, Optional, Sequence
 
-from recbench.api.config import HFBackendConf
+from recbench.backends.hf_conf import HFBackendConf
 from recbench.api.types import Request, Response
 from recbench.backends.base import Backend, constructor_args, empty_answer
 from recbench.backends.decoding import batch_started, step_hook

@@ -20,7 +20,7 @@ import time
 from collections import Counter, deque
 from typing import Any, Callable, Optional, Sequence
 
-from recbench.api.config import OpenAIBackendConf as Conf
+from recbench.backends.openai_conf import OpenAIBackendConf as Conf
 from recbench.api.types import Request, Response
 from recbench.backends.base import Backend, BackendUnavailable
 from recbench.backends.endpoints import Endpoint, check_served, is_hosted, server_identity, split_base_urls, split_url

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from recbench.api.config import PredictionsBackendConf
+from recbench.backends.predictions_conf import PredictionsBackendConf
 from recbench.backends.base import Backend
 from recbench.api.types import Request, Response
 

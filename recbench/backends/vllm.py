@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any, Optional, Sequence
 
-from recbench.api.config import VLLMBackendConf
+from recbench.backends.vllm_conf import VLLMBackendConf
 from recbench.backends.base import Backend, empty_answer
 from recbench.backends.hf_weights import quiet_gguf, resolve_model_dir, weights_fingerprint
 from recbench.backends.quirks import apply_quirks, check_quirks

@@ -33,8 +33,9 @@ def register_resolvers() -> None:
     """OmegaConf resolvers used by conf/ (${rb.variant:...}, ${rb.data:...}, ${rb.model_tag:...}) and the
     structured-config schema: everything composing recbench's config needs first."""
     from recbench.api.config import register_configs
+    from recbench.backends.schemas import all_schemas
 
-    register_configs()
+    register_configs(all_schemas())
     from recbench.store.rundir import safe_name
 
     OmegaConf.register_new_resolver("rb.variant", _variant, replace=True)

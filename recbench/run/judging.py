@@ -112,7 +112,7 @@ def protocol_for(cfg: Any, task: Any, repeat: int = 0) -> Protocol:
 def panel_model(name: str) -> DictConfig:
     """A catalogue model's config (conf/model/<name>.yaml, its backend on its typed schema) for a panel judge."""
     from recbench.api.conf_files import conf_dir, merged
-    from recbench.api.config import BACKEND_SCHEMAS
+    from recbench.backends.schemas import schema_of
 
     names = sorted(p.stem for p in (conf_dir() / "model").glob("*.yaml"))
     if name not in names or name == "none":
@@ -120,7 +120,7 @@ def panel_model(name: str) -> DictConfig:
                           "python -m recbench list models")
     entry = merged("model", name)
     kind = next((d["/schema/backend@backend"] for d in (merged_defaults(name)) if "/schema/backend@backend" in d), None)
-    schema = OmegaConf.structured(BACKEND_SCHEMAS[kind], flags={"struct": False}) if kind else OmegaConf.create({})
+    schema = OmegaConf.structured(schema_of(kind), flags={"struct": False}) if kind else OmegaConf.create({})
     return OmegaConf.create({**entry, "backend": OmegaConf.merge(schema, entry.get("backend") or {})})
 
 

@@ -1,20 +1,17 @@
 """docs/new_backend.md is a test: its example backend (the schema block, the module block, the model YAML), taken from
-the page as written, evaluates PerRecBench listwise on the bundled data against the stub server, as a model config
+the page as written and added as the page says (its own three files, no other file edited), evaluates PerRecBench listwise on the bundled data against the stub server, as a model config
 (model=tiny) and as an object handed to run_from_config; the page's rules hold for it (answers recorded with their
 parse status, identity in versions.json and the cache key, the empty-answer rule, a dead server is exit 2)."""
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import sys
-import types
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
-from recbench.api import config
 from recbench.backends.base import BackendUnavailable
 from recbench.run.evaluate import run_from_config
 from recbench.store.schema import read_run
@@ -26,6 +23,7 @@ pytestmark = pytest.mark.fast
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "new_backend.md"
 MODULE = "recbench.backends.tiny_chat"
+CONF_MODULE = "recbench.backends.tiny_chat_conf"
 
 
 def blocks(lang: str) -> list[str]:
@@ -35,20 +33,24 @@ def blocks(lang: str) -> list[str]:
 
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
-    """The page's backend as the page adds it: its schema in recbench.api.config (and BACKEND_SCHEMAS, so model
-    configs may name it), its module as recbench.backends.tiny_chat, its model config in a config folder of the
-    reader's own (returned: the hydra.searchpath override)."""
+    """The page's backend as the page adds it, its own three files and nothing else: the schema and the class written
+    as recbench/backends/tiny_chat_conf.py and tiny_chat.py (in a folder of the backends package: the source tree is
+    left alone), the model config in a config folder of the reader's own (returned: the hydra.searchpath override).
+    The registry of backend schemas starts afresh, so it finds the page's file as it finds the package's own."""
     from hydra.core.config_store import ConfigStore
 
+    import recbench.backends
+    from recbench.backends import schemas
+
     schema_src, module_src = blocks("python")
-    monkeypatch.setattr(config, "BACKEND_SCHEMAS", dict(config.BACKEND_SCHEMAS))
-    ns = {"__name__": config.__name__, "dataclass": dataclass, "Optional": Optional, "BackendConf": config.BackendConf,
-          "BACKEND_SCHEMAS": config.BACKEND_SCHEMAS}  # the names recbench/api/config.py has where the block goes
-    exec(compile(schema_src, f"{PAGE}: the schema block", "exec"), ns)  # noqa: S102 - the page's own code, run as written
-    monkeypatch.setattr(config, "TinyChatBackendConf", ns["TinyChatBackendConf"], raising=False)
-    mod = types.ModuleType(MODULE)
-    monkeypatch.setitem(sys.modules, MODULE, mod)
-    exec(compile(module_src, f"{PAGE}: the module block", "exec"), mod.__dict__)  # noqa: S102
+    folder = tmp_path / "backends"
+    folder.mkdir()
+    (folder / f"{CONF_MODULE.rpartition('.')[2]}.py").write_text(schema_src, encoding="utf-8")
+    (folder / f"{MODULE.rpartition('.')[2]}.py").write_text(module_src, encoding="utf-8")
+    monkeypatch.setattr(recbench.backends, "__path__", [*recbench.backends.__path__, str(folder)])
+    for name in (MODULE, CONF_MODULE):  # imported from the page's files, forgotten after the test
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setattr(schemas, "SCHEMAS", schemas.new_registry())
     (yaml_src,) = blocks("yaml")
     conf = tmp_path / "conf"
     (conf / "model").mkdir(parents=True)
@@ -58,6 +60,11 @@ def tiny(monkeypatch, tmp_path):
     ConfigStore.instance().repo["schema"]["backend"].pop("tiny_chat.yaml", None)
 
 
+def tiny_backend(**kwargs):
+    """The page's class, imported from its file."""
+    return importlib.import_module(MODULE).TinyChatBackend(**kwargs)
+
+
 def tiny_cfg(searchpath: str, tmp_path: Path, *overrides: str):
     """The page's evaluation: PerRecBench listwise, 3 groups of the bundled data, model=tiny, a cache under tmp."""
     return compose_cfg([searchpath, "task=perrec", "method=listwise", "limit=3", "model=tiny", "run.progress=false",
@@ -65,6 +72,10 @@ def tiny_cfg(searchpath: str, tmp_path: Path, *overrides: str):
 
 
 def test_the_page_model_config_runs_perrec_listwise_through_the_stub(tiny, tmp_path, capsys):
+    from omegaconf import OmegaConf
+
+    typed = OmegaConf.get_type(tiny_cfg(tiny, tmp_path).model.backend)  # the page's schema file, found by its name
+    assert (typed.__module__, typed.__name__) == (CONF_MODULE, "TinyChatBackendConf")
     with StubServer() as stub:
         m = run_from_config(tiny_cfg(tiny, tmp_path, f"model.backend.base_url={stub.base_url}"), tmp_path / "run").to_dict()
         assert stub.answered == 3
@@ -97,7 +108,7 @@ def test_the_page_model_config_runs_perrec_listwise_through_the_stub(tiny, tmp_p
 def test_an_empty_answer_is_an_error_and_asked_again_on_the_next_run(tiny, tmp_path):
     """The backend as an object handed to run_from_config; the stub answers "" to each request's first attempt."""
     with StubServer(schedule=lambda key, attempt: "empty" if attempt == 1 else None) as stub:
-        backend = sys.modules[MODULE].TinyChatBackend(model="m", base_url=stub.base_url)
+        backend = tiny_backend(model="m", base_url=stub.base_url)
         cfg = tiny_cfg(tiny, tmp_path)
         first = run_from_config(cfg, tmp_path / "run", backend=backend).to_dict()
         assert not first["complete"] and first["counts"]["examples"] == 0
@@ -110,7 +121,7 @@ def test_an_empty_answer_is_an_error_and_asked_again_on_the_next_run(tiny, tmp_p
 
 
 def test_a_refused_connection_stops_the_run_with_exit_2(tiny, tmp_path, capfd):
-    backend = sys.modules[MODULE].TinyChatBackend(model="m", base_url=refused_url())
+    backend = tiny_backend(model="m", base_url=refused_url())
     with pytest.raises(BackendUnavailable, match="nothing listens at"):
         run_from_config(tiny_cfg(tiny, tmp_path), tmp_path / "run", backend=backend)
     assert not (tmp_path / "run" / "metrics.json").exists()

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from recbench.api.config import BACKEND_SCHEMAS, YamlParserConf, YamlTaskConf, with_defaults
+from recbench.api.config import YamlParserConf, YamlTaskConf, with_defaults
+from recbench.backends.schemas import SCHEMAS, schema_of
 from recbench.backends.base import constructor_args
 from tests.helpers import compose_cfg
 
@@ -93,7 +94,7 @@ def _init_defaults(module: str, cls_name: str) -> dict[str, ast.expr]:
     return {a.arg: d for a, d in zip(args, defaults)}
 
 
-@pytest.mark.parametrize("kind", sorted(BACKEND_SCHEMAS))
+@pytest.mark.parametrize("kind", SCHEMAS.names())
 def test_each_backend_default_is_written_once(kind):
     """Every schema key the constructor takes defaults to the schema's attribute (`Conf.key`), never a literal; the
     values agree at run time too."""
@@ -102,7 +103,7 @@ def test_each_backend_default_is_written_once(kind):
     mod = importlib.import_module(f"recbench.backends.{kind}")
     cls = next(c for c in vars(mod).values() if inspect.isclass(c) and getattr(c, "kind", None) == kind
                and c.__module__ == mod.__name__)
-    schema = BACKEND_SCHEMAS[kind]
+    schema = schema_of(kind)
     keys = {f.name for f in dataclasses.fields(schema) if f.name != "_target_"}
     defaults = _init_defaults(kind, cls.__name__)
     shared = sorted(keys & set(defaults))
