@@ -1,11 +1,13 @@
 """Task and Method base classes: a Task = examples + methods (request generators) + a scorer.
 
 The contract a benchmark implements, read in one place: Settings, the Method and ReferenceMethod bases, the typed task
-view a method asks for, the Task hooks, and side_by_side (how audits drive several methods at once)."""
+view a method asks for, the Task hooks, and side_by_side / ask (how audits drive several variants of a method at
+once: api/variant.py)."""
 from __future__ import annotations
 
 import abc
 import copy
+import dataclasses
 import inspect
 from typing import (
     Any,
@@ -28,6 +30,7 @@ from recbench.api.errors import lookup
 from recbench.api.item_lists import ItemCatalogue, ItemList
 from recbench.api.judge_metrics import judge_metric_specs
 from recbench.api.metrics import MetricSpec, declare
+from recbench.api.variant import PLAIN, Variant, reseeded_sampling
 from recbench.api.types import Example, MethodGen, Outcome, Request, Response, SamplingParams
 
 
@@ -115,9 +118,10 @@ class Method(abc.ABC, Generic[TaskT]):
     conf_defaults: ClassVar[bool] = False
     #: the valid values of the method's own keys, checked before the run starts (api/config.py check_settings)
     settings_rules: ClassVar[dict[str, Any]] = {}
-    #: `run(example, order=k)` shows its items in display order k (0 = its usual order) and returns Outcome.display
-    #: (the order audit, recbench.audits.order); a property where it depends on the task
-    order_auditable: ClassVar[bool] = False
+    #: the Variant fields (api/variant.py) `run` honours itself: "order" (shows its items in display order k and
+    #: returns Outcome.display), "template" (asks with the k-th paraphrase of `template_files()`); a property where
+    #: it depends on the task. The seed field needs no declaration (`ask` applies it to every request).
+    variants: ClassVar[frozenset[str]] = frozenset()
 
     task: TaskT
 
@@ -144,8 +148,9 @@ class Method(abc.ABC, Generic[TaskT]):
         return self._sampling_memo[key]
 
     @abc.abstractmethod
-    def run(self, example: Example) -> MethodGen:
-        """Generator: yield lists of Requests, receive Responses, return an Outcome."""
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
+        """Generator: yield lists of Requests, receive Responses, return an Outcome (`variant`: what an audit asks
+        of this call, among the fields the method declares in `variants`; PLAIN = the plain run)."""
 
     def prepare(self, examples: list[Example]) -> None:
         """Optional one-off work over all examples before the loop (e.g. fit a baseline)."""
@@ -178,7 +183,7 @@ class ReferenceMethod(Method[TaskT]):
     def predict(self, example: Example) -> Outcome:
         """The Outcome of one example, without a model."""
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         """A request generator that asks nothing: the loop gets `predict`'s Outcome at its first step."""
         yield from ()
         return self.predict(example)
@@ -354,3 +359,36 @@ def side_by_side(gens: Sequence[MethodGen]) -> MethodGen:
             step(k, resps[at:at + n])
             at += n
     return outcomes
+
+
+def honours(method: Any, field: str, task: Any = None) -> bool:
+    """True when a method (instance or class; `task` for a class whose declaration is a property) honours a Variant
+    field: "seed" every method that asks a model, "order" / "template" those that declare them in `variants`."""
+    cls = method if isinstance(method, type) else type(method)
+    if field == "seed":
+        return bool(cls.needs_backend)
+    value = getattr(cls, "variants", frozenset())
+    if isinstance(value, property):  # decided per task (e.g. only where the prompt lists candidates)
+        from types import SimpleNamespace
+
+        value = value.fget(method if not isinstance(method, type) else SimpleNamespace(task=task))
+    return field in value
+
+
+def ask(method: Any, example: Example, variant: Variant) -> MethodGen:
+    """`method.run(example, variant)`, with the variant's sampling seed applied to every request it yields (a wrapper
+    that passes variants on, `passes_variants`, is run as is: the method it wraps applies the seed)."""
+    gen = method.run(example, variant)
+    if not variant.seed or getattr(method, "passes_variants", False):
+        return gen
+    return _reseeded(gen, variant.seed)
+
+
+def _reseeded(gen: MethodGen, seed: int) -> MethodGen:
+    resps = None
+    while True:
+        try:
+            reqs = next(gen) if resps is None else gen.send(resps)
+        except StopIteration as stop:
+            return stop.value
+        resps = yield [dataclasses.replace(r, sampling=reseeded_sampling(r.sampling, seed)) for r in reqs]

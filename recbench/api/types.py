@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generator, Literal, Optional
 
+from recbench.api.variant import VariantAnswer
+
 ParseStatus = Literal["ok", "repaired", "failed"]
 
 
@@ -122,7 +124,7 @@ class Example:
 
 @dataclass
 class Display:
-    """What an order-auditable method showed and concluded (recbench.audits.order): the item ids in display-slot
+    """What a method run with an order variant (api/variant.py) showed and concluded: the item ids in display-slot
     order, and best-first (None when the answer failed)."""
 
     shown: list[str]
@@ -133,8 +135,8 @@ class Display:
 class Outcome:
     """What a method concludes for one example: its prediction, how well the answer parsed, why it was repaired or
     failed (`notes`), the method's own payload (`details`, kept in samples.jsonl), and the payloads the audits read,
-    declared and typed: `display` (a method that declares `order_auditable`, run with order=k) and `order_pairs`
-    (comparisons asked in both orders)."""
+    declared and typed: `display` (a method run with an order variant), `order_pairs` (comparisons asked in both
+    orders) and `variants` (what each variant an audit asked answered: SampleRecord.variants)."""
 
     prediction: Any
     parse_status: ParseStatus = "ok"
@@ -142,6 +144,7 @@ class Outcome:
     display: Optional[Display] = None
     order_pairs: Optional[list[list[bool]]] = None  # per comparison: [the first shown won in order AB, in order BA]
     notes: list[str] = field(default_factory=list)  # why the answer was repaired or failed; empty ones are dropped
+    variants: list[VariantAnswer] = field(default_factory=list)
 
     def record_details(self) -> dict[str, Any]:
         """`details` as samples.jsonl keeps them: `notes` (when any), the method's payload, `shown`/`ranked`, then

@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from recbench.api.variant import answers_of
 from recbench.audits.template_blocks import KEY
 from recbench.report.audit_tables import AuditCell, cell
 from recbench.report.presentation import AuditTable
@@ -26,8 +27,8 @@ def _template_system(s: Any, j: int) -> Any:
         for p in per_run:
             row = []
             for i in s.ids:
-                t = p[i].details.get(KEY, {}).get("templates", []) if isinstance(p[i].details, dict) else []
-                v = t[j]["metrics"].get(m) if j < len(t) else None
+                t = [a for a in answers_of(p[i].variants, template=j, seed=0) if not a.variant.order]
+                v = t[0].metrics.get(m) if t else None
                 row.append(math.nan if v is None else float(v))
             rows.append(row)
         values[m] = np.array(rows, dtype=float)

@@ -1,14 +1,14 @@
 """Template audit (`audit.templates=K`): ask each example with K paraphrased prompt templates and measure how much of
 the score is the wording.
 
-A method that ships paraphrases lists them with `template_files()` (variant 0 = today's template, then
-`<stem>_t1.j2`, `<stem>_t2.j2`, ... beside it: `variant_files`) and accepts `run(example, template=k)`; every
-paraphrase keeps the answer contract (the output format the parser reads). `TemplateAudit` drives the K
-sub-generators of one example side by side (the union of their pending requests per step, so the extra requests go
-through the same cache, deduplication and batching) and returns the template-0 outcome, so the headline is exactly the
-plain run's; `details["template_audit"]["templates"]` holds every template's prediction, parse status and metrics
-(and, with `audit.orders` on as well, the metrics of each display order). `template_aggregates` turns those records into
-metrics.json's `extra.template_audit` (typed, with its report table and terminal line: audits/template_blocks.py);
+A method that ships paraphrases declares "template" in `Method.variants`, lists them with `template_files()` (variant
+0 = today's template, then `<stem>_t1.j2`, `<stem>_t2.j2`, ... beside it: api/variant.py `variant_files`) and honours
+`run(example, Variant(template=k))`; every paraphrase keeps the answer contract (the output format the parser reads).
+`TemplateAudit` (a `VariantAudit`, audits/variants.py) asks the K templates of one example side by side and returns
+the template-0 outcome, so the headline is exactly the plain run's; `SampleRecord.variants` holds every template's
+prediction, parse status and metrics (and, with `audit.orders` on as well, every display order's under each
+template). `template_aggregates` turns those records into metrics.json's `extra.template_audit`, typed at birth
+(`TemplateBlock`, with its report table and terminal line: audits/template_blocks.py);
 `template_verdicts` (audits/template_verdicts.py) re-runs the paired comparison of two audited runs under each
 template (`recbench.stats.verdicts.compare_pair` per template, each template its own family).
 """
@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import numpy as np
 
 from recbench.api.audits import Audit, register
 from recbench.api.errors import ConfigError
-from recbench.api.prompts import template_path
-from recbench.api.task import Method, Task, side_by_side
-from recbench.api.types import Example, MethodGen, Outcome
-
-from recbench.audits.template_blocks import KEY, TEMPLATE_TABLE, TemplateBlock, summary_line
+from recbench.api.task import Method, Task, honours
+from recbench.api.variant import answers_of, variant_name
+from recbench.audits.template_blocks import KEY, TEMPLATE_TABLE, TemplateBlock, TemplateEffect, TemplateScore, summary_line
+from recbench.audits.variants import VariantAudit, innermost
 from recbench.audits.template_verdicts import (  # noqa: F401 - the verdicts are part of this audit's interface
     VERDICT_TABLE,
     audited_templates,
@@ -38,33 +36,11 @@ from recbench.audits.template_verdicts import (  # noqa: F401 - the verdicts are
 )
 
 
-def variant_name(name: str, k: int) -> str:
-    """The file of template variant k: `listwise.j2` -> `listwise_t1.j2` (k = 0: the name itself; a path keeps its
-    folder)."""
-    if not k:
-        return name
-    p = Path(name)
-    return str(p.with_name(f"{p.stem}_t{int(k)}{p.suffix}")) if p.parent != Path(".") else f"{p.stem}_t{int(k)}{p.suffix}"
-
-
-def variant_files(package: str, name: str) -> list[str]:
-    """The template and its paraphrases that exist (package templates/ or beside a path): [name, name_t1, ...]."""
-    out = [name]
-    while template_path(package, variant_name(name, len(out))).is_file():
-        out.append(variant_name(name, len(out)))
-    return out
-
-
-def _innermost(method: Any) -> Any:
-    while hasattr(method, "inner"):
-        method = method.inner
-    return method
-
-
 def template_files_of(method: Any) -> list[str]:
     """The templates a (possibly order-audited) method ships, variant 0 first ([] when it has no prompt template)."""
-    fn = getattr(_innermost(method), "template_files", None)
-    return list(fn()) if callable(fn) else []
+    inner = innermost(method)
+    fn = getattr(inner, "template_files", None)
+    return list(fn()) if callable(fn) and honours(inner, "template") else []
 
 
 def audit_k(audit_cfg: Any) -> int:
@@ -92,42 +68,14 @@ def maybe_template_audit(task: Task, method: Method, audit_cfg: Any) -> Method:
     return TemplateAudit(method, k)
 
 
-class TemplateAudit(Method):
-    """Wraps a method that ships K templates: K prompts per example, template 0's outcome as the example's outcome."""
+class TemplateAudit(VariantAudit):
+    """Wraps a method that ships K templates: K prompts per example (Variant.template = 0..K-1), template 0's outcome
+    as the example's outcome, every template's answer (under every display order, with audit.orders on too) in
+    Outcome.variants."""
 
-    def __init__(self, inner: Method, templates: int):  # noqa: D107 - the inner method holds the config
-        self.inner, self.templates = inner, int(templates)
-        self.task, self.cfg, self.sampling_cfg = inner.task, inner.cfg, inner.sampling_cfg
-        self.name = inner.name
-        self.needs_backend = inner.needs_backend
-        self.single_round = inner.single_round
-        self.files = template_files_of(inner)[: self.templates]
-
-    def prepare(self, examples: list[Example]) -> None:
-        """The inner method's one-off work."""
-        self.inner.prepare(examples)
-
-    def asks_one_round(self) -> bool:
-        """As the inner method."""
-        return self.inner.asks_one_round()
-
-    def run(self, example: Example) -> MethodGen:
-        """Drive the K templates' generators together; return template 0's outcome with details['template_audit']."""
-        gens = [self.inner.run(example, template=k) for k in range(self.templates)]  # type: ignore[call-arg]
-        outcomes = yield from side_by_side(gens)
-        per = []
-        for k, o in enumerate(outcomes):
-            rec: dict[str, Any] = {"template": k, "file": self.files[k], "prediction": o.prediction,
-                                   "parse_status": o.parse_status, "metrics": self.task.score(example, o)}
-            orders = (o.details.get("audit") or {}).get("orders") if isinstance(o.details, dict) else None
-            if orders:  # audit.orders on too: every display order's metrics under this template
-                rec["orders"] = [od["metrics"] for od in orders]
-            per.append(rec)
-        first = outcomes[0]
-        details = dict(first.details) if isinstance(first.details, dict) else {}
-        details[KEY] = {"templates": per}
-        return Outcome(first.prediction, first.parse_status, details, display=first.display,
-                       order_pairs=first.order_pairs, notes=first.notes)
+    def __init__(self, inner: Method, templates: int):  # noqa: D107
+        super().__init__(inner, "template", templates, files=template_files_of(inner)[: int(templates)])
+        self.templates = int(templates)
 
 
 # ---- aggregates ---------------------------------------------------------------------------------------------
@@ -135,72 +83,79 @@ def _canon(x: Any) -> str:
     return json.dumps(x, sort_keys=True, default=str)
 
 
-def _values(records: list[Any], metric: str, k: int, with_orders: bool) -> np.ndarray:
-    """(examples, K[, orders]) values of the metric (NaN where undefined)."""
-    def num(m: dict) -> float:
-        v = m.get(metric)
-        return math.nan if v is None else float(v)
+def template_answers(record: Any, k: int) -> list[list[Any]]:
+    """A record's answers per template j < k (plain seed): [the template's own answer, or its K display orders]."""
+    per = [[a for a in answers_of(record.variants, template=j, seed=0)] for j in range(k)]
+    return [sorted(a, key=lambda x: -1 if x.variant.order is None else x.variant.order) for a in per]
 
+
+def _metric(a: Any, metric: str) -> float:
+    v = a.metrics.get(metric)
+    return math.nan if v is None else float(v)
+
+
+def _values(records: list[Any], metric: str, k: int, with_orders: bool = False) -> np.ndarray:
+    """(examples, K[, orders]) values of the metric (NaN where undefined): each template's first answer, or (with
+    orders) every display order's."""
+    per = [template_answers(r, k) for r in records]
     if with_orders:
-        return np.array([[[num(om) for om in t["orders"]] for t in r.details[KEY]["templates"][:k]] for r in records])
-    return np.array([[num(t["metrics"]) for t in r.details[KEY]["templates"][:k]] for r in records])
+        n_o = min(len(t) for p in per for t in p)
+        return np.array([[[_metric(a, metric) for a in t[:n_o]] for t in p] for p in per])
+    return np.array([[_metric(t[0], metric) for t in p] for p in per])
+
+
+def _audited(records: Iterable[Any]) -> list[Any]:
+    """The records that carry template variants, by id."""
+    return sorted((r for r in records if any(a.variant.template for a in r.variants)), key=lambda r: r.id)
 
 
 def template_aggregates(records: Iterable[Any], headline_metric: str, *, n_boot: int = 1000, level: float = 0.95,
-                        seed: int = 0, alpha: float = 0.05) -> dict[str, Any]:
-    """metrics.json's template-audit block ({} when no record carries one): the headline per template with its
+                        seed: int = 0, alpha: float = 0.05) -> dict[str, TemplateBlock]:
+    """metrics.json's template-audit block, typed ({} when no record carries one): the headline per template with its
     bootstrap CI and parse rate, how often the answer differs from template 0's, the variance components of example,
     template (and order) with the template share's CI, and the permutation test of a template effect."""
     from recbench.stats.bootstrap import summarize
-    from recbench.stats.variance import (
-        decompose,
-        template_effect_test,
-        template_share_ci,
-    )
 
-    recs = sorted((r for r in records if isinstance(r.details, dict) and KEY in r.details), key=lambda r: r.id)
+    recs = _audited(records)
     if not recs:
         return {}
-    k = min(len(r.details[KEY]["templates"]) for r in recs)
-    files = [t.get("file") for t in recs[0].details[KEY]["templates"][:k]]
-    vals = _values(recs, headline_metric, k, with_orders=False)
+    k = min(1 + max(a.variant.template for a in r.variants) for r in recs)
+    per = [template_answers(r, k) for r in recs]
+    files = [p[0].template_file for p in per[0]]
+    vals = _values(recs, headline_metric, k)
     per_template = []
     for j in range(k):
         s = summarize(vals[:, j], n_boot, level, seed)
-        ts = [r.details[KEY]["templates"][j] for r in recs]
-        s["parsed"] = sum(t["parse_status"] != "failed" for t in ts) / len(ts)
-        s["template"], s["file"] = j, files[j]
-        per_template.append(s)
-    means = [p["mean"] for p in per_template]
-    changed = np.array([[_canon(r.details[KEY]["templates"][j]["prediction"])
-                         != _canon(r.details[KEY]["templates"][0]["prediction"]) for j in range(k)] for r in recs])
-    block: dict[str, Any] = {
-        "templates": k, "files": files, "examples": len(recs), "metric": headline_metric,
-        "per_template": per_template,
-        "spread": float(np.nanmax(means) - np.nanmin(means)) if np.isfinite(means).any() else math.nan,
-        "sd_over_templates": float(np.nanstd(means, ddof=1)) if np.isfinite(means).sum() >= 2 else math.nan,
-        "answer_changed": [float(changed[:, j].mean()) for j in range(k)],
-        "answer_changed_any": float(changed.any(axis=1).mean()),
-    }
-    with_orders = all(r.details[KEY]["templates"][j].get("orders") for r in recs for j in range(k))
-    if with_orders:
-        n_o = min(len(r.details[KEY]["templates"][j]["orders"]) for r in recs for j in range(k))
-        table = np.array([[[float(m.get(headline_metric, math.nan)) if m.get(headline_metric) is not None else math.nan
-                            for m in r.details[KEY]["templates"][j]["orders"][:n_o]] for j in range(k)] for r in recs])
-    else:
-        table = vals
-    ok = ~np.isnan(table.reshape(len(recs), -1)).any(axis=1)
-    used = table[ok]
-    if ok.sum() >= 2:
-        dec = decompose(used)
-        block["variance"] = {**dec.to_dict(), "examples_left_out": int((~ok).sum())}
-        lo, hi = template_share_ci(used, n_boot, level, seed)
-        block["variance"]["template_share_ci"] = [lo, hi]
-        test = template_effect_test(used, seed=seed)
-        block["template_effect"] = {"test": test.test, "statistic": test.statistic, "p_value": test.p_value,
-                                    "n_resamples": test.n_resamples, "alpha": alpha,
-                                    "detected": bool(test.p_value < alpha)}
+        parsed = sum(p[j][0].parse_status != "failed" for p in per) / len(per)
+        per_template.append(TemplateScore.from_dict({**s, "parsed": parsed, "template": j, "file": files[j]}))
+    means = [p.mean for p in per_template]
+    changed = np.array([[_canon(p[j][0].prediction) != _canon(p[0][0].prediction) for j in range(k)] for p in per])
+    block = TemplateBlock(
+        templates=k, files=files, examples=len(recs), metric=headline_metric, per_template=per_template,
+        spread=float(np.nanmax(means) - np.nanmin(means)) if np.isfinite(means).any() else math.nan,
+        sd_over_templates=float(np.nanstd(means, ddof=1)) if np.isfinite(means).sum() >= 2 else math.nan,
+        answer_changed=[float(changed[:, j].mean()) for j in range(k)],
+        answer_changed_any=float(changed.any(axis=1).mean()))
+    with_orders = all(t[0].variant.order is not None for p in per for t in p)
+    _variance(block, _values(recs, headline_metric, k, True) if with_orders else vals, n_boot, level, seed, alpha)
     return {KEY: block}
+
+
+def _variance(block: TemplateBlock, table: np.ndarray, n_boot: int, level: float, seed: int, alpha: float) -> None:
+    """The variance components and the template-effect test of the complete examples, onto the block."""
+    from recbench.stats.variance import decompose, template_effect_test, template_share_ci
+
+    ok = ~np.isnan(table.reshape(len(table), -1)).any(axis=1)
+    used = table[ok]
+    if ok.sum() < 2:
+        return
+    dec = decompose(used)
+    lo, hi = template_share_ci(used, n_boot, level, seed)
+    block.variance = {**dec.to_dict(), "examples_left_out": int((~ok).sum()), "template_share_ci": [lo, hi]}
+    test = template_effect_test(used, seed=seed)
+    block.template_effect = TemplateEffect(test=test.test, statistic=test.statistic, p_value=test.p_value,
+                                           n_resamples=test.n_resamples, alpha=alpha,
+                                           detected=bool(test.p_value < alpha))
 
 
 class PromptTemplates(Audit):
@@ -219,7 +174,7 @@ class PromptTemplates(Audit):
         """K paraphrased prompts per example."""
         return maybe_template_audit(task, method, cfg.get("audit"))
 
-    def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, Any]:
+    def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, TemplateBlock]:
         """extra.template_audit."""
         return template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,
                                    level=cfg.run.ci_level, seed=cfg.seed)

@@ -31,7 +31,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     metric = a.metric or getattr(run.result, "headline_metric", None)
     if metric is None:  # an unfinished run has no metrics.json: the first metric of the records
         metric = next(iter(recs[0].metrics), "score") if recs else "score"
-    print(json.dumps({"run_dir": a.run_dir, "examples": len(recs), **audit_aggregates(recs, metric)}, indent=2))
+    print(json.dumps({"run_dir": a.run_dir, "examples": len(recs), **{k: b.to_dict() for k, b in audit_aggregates(recs, metric).items()}}, indent=2))
     return 0
 
 

@@ -10,6 +10,7 @@ from recbench.api.judge_metrics import judge_metric_specs
 from recbench.api.metrics import MetricSpec
 from recbench.api.task import Method, Task, TaskView
 from recbench.api.types import Example, MethodGen, Outcome
+from recbench.api.variant import PLAIN, Variant
 from recbench.judges.protocols import Protocol
 
 
@@ -48,7 +49,7 @@ class JudgeMethod(Method[TaskView]):
         self.name = tag
         self.protocol = task.protocol
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         """The protocol's request generator, with the judge's tag in the record's details."""
         outcome = yield from self.protocol.ask(example)
         outcome.details = {"judge": self.name, "protocol": self.protocol.key(), **outcome.details}

@@ -254,7 +254,7 @@ class EvalLoop:
         self._finished.append(SampleRecord(id=act.example.id, meta=act.example.meta, prediction=outcome.prediction,
                                            parse_status=outcome.parse_status, details=outcome.record_details(),
                                            metrics=metrics, calls=act.calls, truth=self.task.truth(act.example),
-                                           items=items))
+                                           items=items, variants=outcome.variants))
         self.stats.examples_finished += 1
         self._active -= 1
         self._progress.example_done()

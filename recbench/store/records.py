@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
+from recbench.api.variant import Variant, VariantAnswer
 from recbench.store.redact import redact_url
 
 
@@ -74,6 +75,8 @@ class SampleRecord:
     calls: list[CallRecord] = field(default_factory=list)
     truth: Any = None  # what the answer is scored against (Task.truth); None in run dirs written before it existed
     items: Optional[list[str]] = None  # the first k catalogue items the answer recommended (list metrics); None: none
+    #: what each variant an audit asked answered (api/variant.py; empty: no audit varied the example)
+    variants: list[VariantAnswer] = field(default_factory=list)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "SampleRecord":
@@ -83,11 +86,13 @@ class SampleRecord:
         for key, kind in (("meta", dict), ("details", dict), ("metrics", dict), ("calls", list)):
             if d.get(key) is not None and not isinstance(d[key], kind):
                 raise SchemaError(f"'{key}' is a {type(d[key]).__name__}, not a {kind.__name__}")
+        details = d.get("details") or {}
+        variants = [VariantAnswer.from_dict(v) for v in d.get("variants") or []] or legacy_variants(details)
         return SampleRecord(id=str(d["id"]), meta=d.get("meta") or {}, prediction=d.get("prediction"),
-                            parse_status=d.get("parse_status", "ok"), details=d.get("details") or {},
+                            parse_status=d.get("parse_status", "ok"), details=details,
                             metrics=d.get("metrics") or {},
                             calls=[CallRecord.from_dict(c) for c in d.get("calls") or []], truth=d.get("truth"),
-                            items=d.get("items"))
+                            items=d.get("items"), variants=variants)
 
     def to_dict(self) -> dict[str, Any]:
         """The samples.jsonl form (`truth` only when the task gives one)."""
@@ -97,6 +102,8 @@ class SampleRecord:
             out["truth"] = self.truth
         if self.items is not None:
             out["items"] = self.items
+        if self.variants:
+            out["variants"] = [v.to_dict() for v in self.variants]
         return out
 
     def value(self, metric: str) -> float:
@@ -107,6 +114,26 @@ class SampleRecord:
     def notes(self) -> list[str]:
         """Why the answer was repaired or failed (Outcome.notes), read from any run dir's details."""
         return notes_of(self.details)
+
+
+def legacy_variants(details: dict[str, Any]) -> list[VariantAnswer]:
+    """The variants of a record written before SampleRecord.variants existed, read from its details (and removed
+    from them): `audit.orders` (display orders, with what was shown and ranked) and `template_audit.templates` (each
+    template's answer, and with orders audited too, each order's metrics under it)."""
+    orders = (details.pop("audit", None) or {}).get("orders") or []
+    templates = (details.pop("template_audit", None) or {}).get("templates") or []
+    out = []
+    for t in templates or [{"template": 0}]:
+        j = int(t.get("template") or 0)
+        under = [{"metrics": m} for m in t.get("orders") or []] if templates else orders
+        for k, o in enumerate(under or [{}]):
+            first, shown = not k, orders[k] if not j and k < len(orders) else {}
+            out.append(VariantAnswer(Variant(order=k if under else None, template=j),
+                                     t.get("prediction") if first and templates else None,
+                                     (t if first and templates else o).get("parse_status", "ok"),
+                                     o.get("metrics") or (t.get("metrics") if first else None) or {},
+                                     shown.get("shown"), shown.get("ranked"), t.get("file")))
+    return out if orders or templates else []
 
 
 #: detail keys under which run dirs record why an answer was repaired or failed: `notes` (Outcome.notes), and the

@@ -91,7 +91,9 @@ def split_extra(extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Block]
     own: dict[str, Any] = {}
     blocks: dict[str, Block] = {}
     for k, v in extra.items():
-        if k in types and isinstance(v, dict):
+        if isinstance(v, Block):  # built typed by its audit
+            blocks[k] = v
+        elif k in types and isinstance(v, dict):
             blocks[k] = types[k].from_dict(v)
         else:
             own[k] = v

@@ -13,6 +13,7 @@ too, so `from recbench.store.schema import RunResult` reads the schema from one 
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -140,9 +141,7 @@ def join_judged(records: list[SampleRecord], run_dir: str | Path, tag: Optional[
     if tag is None or not path.exists():
         return records
     judged = {r.id: r.metrics for r in dedupe_first(load_jsonl(path, SampleRecord.from_dict))}
-    return [SampleRecord(id=r.id, meta=r.meta, prediction=r.prediction, parse_status=r.parse_status,
-                         details=r.details, metrics={**r.metrics, **judged[r.id]}, calls=r.calls, truth=r.truth)
-            if r.id in judged else r for r in records]
+    return [dataclasses.replace(r, metrics={**r.metrics, **judged[r.id]}) if r.id in judged else r for r in records]
 
 
 @dataclass

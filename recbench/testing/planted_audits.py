@@ -149,5 +149,6 @@ def drive(method: Any, backend: Backend, examples: Iterable[Any]) -> list[Simple
         except StopIteration as stop:
             o = stop.value
         out.append(SimpleNamespace(id=ex.id, meta=ex.meta, prediction=o.prediction, parse_status=o.parse_status,
-                                   details=o.record_details(), metrics=method.task.score(ex, o), calls=calls))
+                                   details=o.record_details(), metrics=method.task.score(ex, o), calls=calls,
+                                   variants=o.variants))
     return out

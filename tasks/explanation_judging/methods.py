@@ -9,6 +9,7 @@ import numpy as np
 
 from recbench.api.task import Method, ReferenceMethod, TaskView
 from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request
+from recbench.api.variant import PLAIN, Variant
 from recbench.tasks.explanation_judging import settings
 from recbench.tasks.explanation_judging.views import JudgingTaskView, seed_for
 
@@ -28,7 +29,7 @@ class JudgeScore(Method[JudgingTaskView]):
         """A choice among 1-5 when `constrained` is on."""
         return Constraint(kind="choice", choices=SCORE_CHOICES) if self.cfg.constrained else None
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         """Ask once, parse the answer."""
         max_tokens = int(self.cfg.max_tokens or self.task.cfg.max_tokens)
         [resp] = yield [Request.chat(self.task.messages(example), self.sampling(max_tokens),

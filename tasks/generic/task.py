@@ -22,6 +22,7 @@ from recbench.api.item_lists import ACTIVITY_LEVELS, ItemCatalogue, ItemList
 from recbench.tasks.generic import parsers as P
 from recbench.tasks.generic.items import ItemLists, PopularItems, RandomItems
 from recbench.api.types import Example, MethodGen, Outcome, Request, file_sha256
+from recbench.api.variant import PLAIN, Variant
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
 
@@ -249,7 +250,7 @@ class ZeroShot(Method[GenericTask]):
     name = "zero_shot"
     settings_rules = {"max_tokens": whole(1, null=True), "constrained": flag(), "seed": whole(null=True)}
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         """Yield one request; parse the answer into an Outcome."""
         task = self.task
         max_tokens = self.cfg.max_tokens or task.cfg.max_tokens or YamlTaskConf.max_tokens  # task's null: the default

@@ -10,6 +10,7 @@ import numpy as np
 from recbench.api.task import Method, ReferenceMethod, TaskView
 from recbench.tasks.llmrec import settings
 from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, SamplingParams
+from recbench.api.variant import PLAIN, Variant, variant_files, variant_name
 from recbench.tasks.llmrec.views import (LLMRecTaskView, RankTaskView, ReviewTaskView,  # noqa: F401
                                          _run_seed, _seed_for)
 from recbench.tasks.llmrec.rank_baselines import ItemKNN, Popularity, PureSVD, RandomRank  # noqa: F401
@@ -57,9 +58,10 @@ class ZeroShot(Method[LLMRecTaskView]):
     single_round = True  # one round of requests whatever the answers
 
     @property
-    def order_auditable(self) -> bool:
-        """The sequential and direct prompts list candidates: audit.orders=K permutes their order (recbench.audits.order)."""
-        return self.task.subtask in RANKED_SUBTASKS
+    def variants(self) -> frozenset[str]:  # type: ignore[override]
+        """The Variant fields honoured: every prompt ships paraphrases (template); the sequential and direct prompts
+        list candidates, so audit.orders=K permutes their order (order)."""
+        return frozenset({"template", "order"} if self.task.subtask in RANKED_SUBTASKS else {"template"})
 
     def _template_name(self) -> str:
         return str(self.task.cfg.get("template") or getattr(self.task, "template", ""))
@@ -67,8 +69,6 @@ class ZeroShot(Method[LLMRecTaskView]):
     def template_files(self) -> list[str]:
         """The sub-task's template and its shipped paraphrases (<stem>_t1.j2, ...): audit.templates=K asks with the
         first K."""
-        from recbench.audits.templates import variant_files
-
         name = self._template_name()
         return variant_files(PKG, name) if name else []
 
@@ -79,7 +79,6 @@ class ZeroShot(Method[LLMRecTaskView]):
         if not template:
             return msgs
         from recbench.api.prompts import render
-        from recbench.audits.templates import variant_name
 
         user = render(PKG, variant_name(self._template_name(), template), **self.task.prompt_vars(example))
         return [m for m in msgs if m["role"] != "user"] + [{"role": "user", "content": user}]
@@ -102,10 +101,11 @@ class ZeroShot(Method[LLMRecTaskView]):
         choices = ANSWER_CHOICES.get(subtask)
         return Constraint(kind="choice", choices=tuple(choices)) if choices else None
 
-    def run(self, example: Example, order: Optional[int] = None, template: Optional[int] = None) -> MethodGen:
-        """Ask once, parse the answer; `order` k > 0 (order audit) shows the candidates in the k-th seeded permutation,
-        `template` k > 0 (template audit) asks with the k-th paraphrase of the prompt."""
-        audited = order is not None and self.order_auditable
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
+        """Ask once, parse the answer; `variant.order` k > 0 (order audit) shows the candidates in the k-th seeded
+        permutation, `variant.template` k > 0 (template audit) asks with the k-th paraphrase of the prompt."""
+        order, template = variant.order, variant.template
+        audited = order is not None and "order" in self.variants
         if audited and order:
             cands = list(example.data["candidates"])
             perm = np.random.default_rng(_seed_for(_run_seed(self), f"order{int(order)}|{example.id}")).permutation(len(cands))
@@ -128,7 +128,7 @@ class ZeroShot(Method[LLMRecTaskView]):
         outcome = self.task.parse(resp, example)
         if how is not None:
             outcome.details = {**outcome.details, "ranking_from": how}
-        if audited:  # the display order (slot order) and the ranking, for recbench.audits.order
+        if audited:  # the display order (slot order) and the ranking, for the order audit
             outcome.display = Display(list(example.data["candidates"]),
                                       list(outcome.prediction) if outcome.prediction else None)
         return outcome

@@ -11,7 +11,6 @@ import numpy as np
 from recbench.api.item_lists import ItemCatalogue, ItemList, activity_levels
 from recbench.api.metrics import MetricSpec
 from recbench.api.types import Example, Outcome, Response
-from recbench.audits.order import audit_aggregates
 from recbench.stats.baselines import expected_hr_at_k, expected_ndcg_at_k
 from recbench.store.schema import SampleRecord
 from recbench.tasks.llmrec import methods as m
@@ -163,12 +162,11 @@ class _RankTask(LLMRecTask):
         return sum(1 for r in recs if r.details["in_candidates"] < int(self.cfg.n_recommend)) if recs else None
 
     def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """The strata thresholds, the order audit, the exact expectation of a random ranker (1 positive among each
+        """The strata thresholds, the exact expectation of a random ranker (1 positive among each
         example's C candidates) and, for model answers, the counts of named items by kind."""
         records = list(records)
         sizes = [len(self.by_id[r.id].data["candidates"]) for r in records if r.id in self.by_id]
         base: dict[str, Any] = {"strata": getattr(self, "strata", {})}
-        base.update(audit_aggregates(records, self.headline_metric))  # order audit (audit.orders=K)
         if sizes:
             rnd = {}
             for k in self.ks:

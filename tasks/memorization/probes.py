@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Protocol
 from recbench.api.prompts import render
 from recbench.api.task import Method, TaskView
 from recbench.api.types import Constraint, Example, MethodGen, Outcome, Request
+from recbench.api.variant import PLAIN, Variant
 from recbench.tasks.memorization import settings
 from recbench.tasks.memorization.control import seeded
 from recbench.tasks.memorization.matching import continuation, declined, first_line, lookup_answer, words
@@ -95,7 +96,7 @@ class IdToTitle(Probe):
             msgs += [{"role": "user", "content": self.query(key)}, {"role": "assistant", "content": self.record(key, title)}]
         return msgs + [{"role": "user", "content": self.query(example.data["key"])}]
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         """Ask once; the answer's title (an echoed id and anything after the next '::' dropped)."""
         (resp,) = yield [self.ask(example, self.messages(example))]
         title = lookup_answer(resp.text, example.data["key"])
@@ -117,7 +118,7 @@ class PrefixToTitle(IdToTitle):
             msgs += [{"role": "user", "content": self.query(prefix)}, {"role": "assistant", "content": title}]
         return msgs + [{"role": "user", "content": self.query(example.data["prefix"])}]
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         """Ask once; the answer's continuation after the prefix, whole and cut to the true rest's length."""
         (resp,) = yield [self.ask(example, self.messages(example))]
         answers = continuation(resp.text, example.data["prefix"], len(words(example.data["rest"])))
@@ -141,7 +142,7 @@ class HistoryToNext(Probe):
         return [self.system(), {"role": "user", "content": render(PKG, self.cfg.query_template, user=example.data["user"],
                                                                   history=self.shown(example))}]
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         """Ask once; the answer's first line is the named item."""
         (resp,) = yield [self.ask(example, self.messages(example))]
         title = first_line(resp.text)
@@ -156,7 +157,7 @@ class IdToTitleLoglik(IdToTitle):
     probe = "id"
     settings_rules = settings.LIKELIHOOD
 
-    def run(self, example: Example) -> MethodGen:
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         """Ask once with a choice constraint; read every choice's log-likelihood where the backend reports them."""
         key, true = example.data["key"], example.data["title"]
         titles = [true] + self.task.distractors(example, int(self.cfg.n_choices) - 1)

@@ -12,6 +12,7 @@ import numpy as np
 
 from recbench.api.parsing import Parsed, parse_choice, parse_json, parse_number
 from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, Response
+from recbench.api.variant import PLAIN, Variant
 from recbench.tasks.perrec.prompting import (PAIR_CHOICES, PAIR_CONSTRAINT, PKG, RATING_CHOICES,  # noqa: F401
                                              RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, _plain_listwise,
                                              aggregate_status, borda, listwise_text, majority, presentation_order,
@@ -38,8 +39,8 @@ class Pointwise(PerRecMethod):
         choice = RATING_CHOICES.get(text.strip())
         return Parsed(choice, "ok") if choice is not None else parse_number(self.answer_part(text), lo=1, hi=5)
 
-    def run(self, example: Example, template: Optional[int] = None) -> MethodGen:
-        t = int(template or 0)  # the template audit's paraphrase (0 = the method's template)
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
+        t = variant.template  # the template audit's paraphrase (0 = the method's template)
         users = example.data["users"]
         profiles = yield from self.profiles(users, example)
         rng = np.random.default_rng([self.seed, 3, *example.id.encode()])
@@ -118,8 +119,8 @@ class Pairwise(PerRecMethod):
             shots.append((self.prompt(sx.data["query_title"], a, b, None, None, template), self.shot_answer(gold)))
         return shots
 
-    def run(self, example: Example, template: Optional[int] = None) -> MethodGen:
-        t = int(template or 0)  # the template audit's paraphrase (0 = the method's template)
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
+        t = variant.template  # the template audit's paraphrase (0 = the method's template)
         users = presentation_order(example, self.seed)
         profiles = yield from self.profiles(users, example)
         q = example.data["query_title"]
@@ -258,7 +259,8 @@ class Listwise(PerRecMethod):
     name = "listwise"
     single_round = True  # one round of requests whatever the answers
     base_template = "listwise"
-    order_auditable = True  # audit.orders=K re-asks with K display orders (recbench.audits.order)
+    variants = frozenset({"order", "template"})  # audit.orders=K re-asks with K display orders, audit.templates=K
+    # with K paraphrases
 
     def prompt(self, example: Example, users: list[dict], profiles: dict[str, str],
                template: int = 0) -> tuple[str, list[str]]:
@@ -312,8 +314,8 @@ class Listwise(PerRecMethod):
                                    else False)
         return pf.take(example.id) if pf else None
 
-    def run(self, example: Example, order: Optional[int] = None, template: Optional[int] = None) -> MethodGen:
-        order_k, t = order, int(template or 0)  # t: the template audit's paraphrase (0 = the method's template)
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
+        order_k, t = variant.order, variant.template  # t: the template audit's paraphrase (0 = the method's template)
         pre = self._prefetched(example) if order_k is None and not t else None
         if pre is not None:
             prompt, labels, ids = pre
@@ -328,7 +330,7 @@ class Listwise(PerRecMethod):
 
     def outcome(self, resps: list[Response], labels: list[str], ids: list[str], audited: bool) -> Outcome:
         """The Outcome of the answers to one listwise prompt over users `ids` in display order (`audited`: with the
-        display order, for recbench.audits.order). Outside run, so run's frame holds no closure cells while it waits
+        display order, for the order audit). Outside run, so run's frame holds no closure cells while it waits
         for the answers."""
         parsed_all = [parse_ranking(self.answer_part(r.text), labels) for r in resps]
         if len(parsed_all) == 1:
@@ -339,7 +341,7 @@ class Listwise(PerRecMethod):
                             f"borda over {len(good)}/{len(parsed_all)} parsed samples")
         by_label = dict(zip(labels, ids))
         order = [by_label[lab] for lab in parsed.value] if parsed.ok else None
-        # audited: the display order (slot order) and the ranking, for recbench.audits.order
+        # audited: the display order (slot order) and the ranking, for the order audit
         display = Display(ids, order) if audited else None
         return Outcome(prediction={"order": order, "labels": by_label}, parse_status=parsed.status,
                        notes=[parsed.note], display=display)

@@ -18,6 +18,7 @@ from recbench.tasks.perrec.display_order import permutation as _permutation  # n
 from recbench.tasks.perrec.display_order import presentation_order  # noqa: F401 - the methods' import
 from recbench.tasks.perrec.lazy import LazyMember
 from recbench.api.types import Constraint, Example, Request, Response
+from recbench.api.variant import variant_files, variant_name
 PKG = "recbench.tasks.perrec"
 PAIR_CHOICES = ("[User A]", "[User B]")
 PAIR_CONSTRAINT = Constraint(kind="choice", choices=PAIR_CHOICES)
@@ -180,6 +181,7 @@ class PerRecMethod(Method[PerRecTaskView]):
     and query (`user_block`), so pairwise comparisons only fill the outer template."""
 
     base_template: str = ""
+    variants = frozenset({"template"})  # audit.templates=K asks with the first K of template_files()
     settings_rules = settings.PROMPTED  # valid values of the method keys, checked before anything is loaded
     conf_defaults = True  # every key is read (conf/method/perrec/<name>.yaml): a hand-built config gets the rest there
     _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
@@ -226,8 +228,6 @@ class PerRecMethod(Method[PerRecTaskView]):
 
     def template_files(self) -> list[str]:
         """The template and its shipped paraphrases (<stem>_t1.j2, ...): audit.templates=K asks with the first K."""
-        from recbench.audits.templates import variant_files
-
         return variant_files(PKG, self._template_name)
 
     def render_prompt(self, _fast: tuple[str, ...] = (), _variant: int = 0, **variables: Any) -> str:
@@ -237,8 +237,6 @@ class PerRecMethod(Method[PerRecTaskView]):
         template or a placeholder-like value falls back to rendering). `_variant` k > 0: the template audit's k-th
         paraphrase (<stem>_tk.j2), always rendered."""
         if _variant:
-            from recbench.audits.templates import variant_name
-
             return render(PKG, variant_name(self._template_name, _variant), **variables)
         if not _fast and self._plain is not None:
             return self._plain(**variables)

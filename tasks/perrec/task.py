@@ -10,7 +10,6 @@ from recbench.api.metrics import MetricSpec
 from recbench.api.errors import ConfigError, suggest
 from recbench.stats.bootstrap import kendall_tau_ranks
 from recbench.store.schema import SampleRecord
-from recbench.audits.order import audit_aggregates
 from recbench.stats.baselines import expected_ptc
 from recbench.api.task import Task
 from recbench.tasks.perrec import settings
@@ -172,10 +171,9 @@ class PerRecTask(Task):
         return {str(example.data["query_item"]): example.data.get("query_title")}
 
     def run_facts(self, records: Iterable[SampleRecord]) -> dict[str, Any]:
-        """The expected PTC of a random ranking, the order audit / pairwise order consistency, the strata thresholds."""
+        """The expected PTC of a random ranking and the strata thresholds (the order blocks are the order audit's)."""
         records = list(records)
         out: dict[str, Any] = {"random_expectation": {"ptc": expected_ptc()}}
-        out.update(audit_aggregates(records, self.headline_metric))  # order audit / pairwise order consistency
         if self.strata:
             out["strata"] = self.strata
         return out

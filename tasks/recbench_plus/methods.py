@@ -9,6 +9,7 @@ from recbench.api.errors import ConfigError
 from recbench.api.task import Method, TaskView
 from recbench.tasks.recbench_plus import settings
 from recbench.api.types import Example, MethodGen, Outcome, Request, SamplingParams
+from recbench.api.variant import PLAIN, Variant, variant_files, variant_name
 
 PKG = "recbench.tasks.recbench_plus"
 
@@ -31,6 +32,7 @@ class AssistantMethod(Method[RecBenchPlusTaskView]):
 
     name = "assistant"
     single_round = True  # one round of requests whatever the answers
+    variants = frozenset({"template"})  # audit.templates=K asks with the first K of template_files()
     conf_defaults = True  # a hand-built {"name": "assistant"} gets conf/method/recbench_plus/assistant.yaml's keys
     settings_rules = settings.ASSISTANT  # valid values of the method keys, checked before anything is loaded
 
@@ -43,8 +45,6 @@ class AssistantMethod(Method[RecBenchPlusTaskView]):
 
     def template_files(self) -> list[str]:
         """The user template and its shipped paraphrases (<stem>_t1.j2, ...): audit.templates=K asks with the first K."""
-        from recbench.audits.templates import variant_files
-
         return variant_files(PKG, self.cfg.template)
 
     def messages(self, example: Example, template: int = 0) -> list[dict[str, str]]:
@@ -59,19 +59,17 @@ class AssistantMethod(Method[RecBenchPlusTaskView]):
         system = render(PKG, self.cfg.system_template, noun=noun)
         name = self.cfg.template
         if template:
-            from recbench.audits.templates import variant_name
-
             name = variant_name(name, template)
         user = render(PKG, name, noun=noun, query=example.data["query"],
                       history=history, k=k)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    def run(self, example: Example, template: Optional[int] = None) -> MethodGen:
-        """Ask once; parse [SEP] titles (status ok), or a line/JSON list (repaired); keep the raw answer (`template`
-        k > 0: the template audit's k-th paraphrase)."""
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
+        """Ask once; parse [SEP] titles (status ok), or a line/JSON list (repaired); keep the raw answer (`variant.
+        template` k > 0: the template audit's k-th paraphrase)."""
         if self.cfg.with_history and not self.task.has_histories():
             raise ConfigError(f"method '{self.cfg.name}' needs user histories, but task data '{self.task.cfg.data.kind}' has none")
-        req = Request.chat(self.messages(example, int(template or 0)), self.request_sampling(), example_id=example.id,
+        req = Request.chat(self.messages(example, variant.template), self.request_sampling(), example_id=example.id,
                            adapter=self.cfg.adapter)  # a LoRA per request (vllm: enable_lora); hf: model.backend.adapter
         (resp,) = yield [req]
         text = resp.text

@@ -12,13 +12,8 @@ import pytest
 
 from recbench.api.errors import ConfigError
 from recbench.api.types import Constraint, Response
-from recbench.audits.templates import (
-    TemplateAudit,
-    maybe_template_audit,
-    template_aggregates,
-    variant_files,
-    variant_name,
-)
+from recbench.api.variant import Variant, variant_files, variant_name
+from recbench.audits.templates import TemplateAudit, maybe_template_audit, template_aggregates
 from recbench.run.construct import build_task, select_examples
 from recbench.run.evaluate import run_from_config
 from recbench.store.response_cache import KeyMaker
@@ -56,7 +51,7 @@ def scripted_answer(req) -> Response:
 
 
 def _outcome(method, example, template: int):
-    gen = method.run(example, template=template)
+    gen = method.run(example, Variant(template=template))
     prompts = []
     try:
         reqs = next(gen)
@@ -124,6 +119,18 @@ def test_listwise_markers_name_exactly_one_template_each():
         assert holders == [files[k]]
 
 
+def _templates(r: dict) -> list[dict]:
+    """A record's answers per template (SampleRecord.variants): template j's first answer, with the metrics of every
+    display order under it (`orders`) and those answers (`order_answers`) when orders were audited too."""
+    vs = [v for v in r["variants"] if not v["variant"].get("seed")]
+    out = []
+    for j in range(1 + max(v["variant"].get("template", 0) for v in vs)):
+        mine = sorted((v for v in vs if v["variant"].get("template", 0) == j), key=lambda v: v["variant"].get("order", -1))
+        ordered = [v for v in mine if "order" in v["variant"]]
+        out.append({**mine[0], "orders": [v["metrics"] for v in ordered], "order_answers": ordered})
+    return out
+
+
 def _run(tmp_path, backend, *overrides, name="run"):
     cfg = compose_cfg(["method=listwise", "run.progress=false", f"cache.path={tmp_path / 'c.sqlite'}", *overrides])
     return run_from_config(cfg, tmp_path / name, backend=backend).to_dict(), read_samples(tmp_path / name)
@@ -137,12 +144,12 @@ def test_app_records_every_template_and_aggregates_them(tmp_path):
     assert b.calls == 36  # three distinct prompts per group
     block = metrics["extra"]["template_audit"]
     assert block["templates"] == 3 and block["files"] == ["listwise.j2", "listwise_t1.j2", "listwise_t2.j2"]
-    per = np.array([[t["metrics"]["ptc"] for t in r["details"]["template_audit"]["templates"]] for r in recs])
+    per = np.array([[t["metrics"]["ptc"] for t in _templates(r)] for r in recs])
     assert [p["mean"] for p in block["per_template"]] == pytest.approx(per.mean(axis=0).tolist())
     assert block["per_template"][0]["mean"] == pytest.approx(metrics["metrics"]["ptc"]["mean"])  # t0 = headline
     for p in block["per_template"]:
         assert p["ci_low"] <= p["mean"] <= p["ci_high"]
-    preds = [[json.dumps(t["prediction"], sort_keys=True) for t in r["details"]["template_audit"]["templates"]]
+    preds = [[json.dumps(t["prediction"], sort_keys=True) for t in _templates(r)]
              for r in recs]
     assert block["answer_changed"] == pytest.approx([np.mean([p[j] != p[0] for p in preds]) for j in range(3)])
     from recbench.stats.variance import decompose, template_effect_test
@@ -154,7 +161,7 @@ def test_app_records_every_template_and_aggregates_them(tmp_path):
     _, recs2 = _run(tmp_path, b2, "limit=12", "audit.templates=3", name="rerun")
     assert b2.calls == 0
     recs2 = sorted(recs2, key=lambda r: r["id"])
-    assert [r["details"]["template_audit"] for r in recs2] == [r["details"]["template_audit"] for r in recs]
+    assert [r["variants"] for r in recs2] == [r["variants"] for r in recs]
 
 
 def test_template_0_equals_the_plain_run_record_by_record(tmp_path):
@@ -165,7 +172,7 @@ def test_template_0_equals_the_plain_run_record_by_record(tmp_path):
     by_id = {r["id"]: r for r in plain}
     for r in audited:
         assert (r["prediction"], r["metrics"]) == (by_id[r["id"]]["prediction"], by_id[r["id"]]["metrics"])
-        assert r["details"]["template_audit"]["templates"][0]["metrics"] == by_id[r["id"]]["metrics"]
+        assert _templates(r)[0]["metrics"] == by_id[r["id"]]["metrics"]
     assert m_audit["metrics"]["ptc"]["mean"] == pytest.approx(m_plain["metrics"]["ptc"]["mean"])
     assert "template_audit" not in m_plain["extra"]
 
@@ -176,7 +183,7 @@ def test_with_orders_the_decomposition_has_an_order_source(tmp_path):
     var = metrics["extra"]["template_audit"]["variance"]
     assert var["sources"] == ["example", "template", "example:template", "order(example)", "residual"]
     assert var["n_orders"] == 2
-    t = np.array([[[o["ptc"] for o in tt["orders"]] for tt in r["details"]["template_audit"]["templates"]]
+    t = np.array([[[o["ptc"] for o in tt["orders"]] for tt in _templates(r)]
                   for r in recs])
     assert t.shape == (9, 3, 2)
     from recbench.stats.variance import decompose
@@ -184,7 +191,7 @@ def test_with_orders_the_decomposition_has_an_order_source(tmp_path):
     assert var["shares"] == pytest.approx(decompose(t).shares)
     assert "order_audit" in metrics["extra"]  # the order audit of template 0 is still there
     assert b.calls == len({(r["id"], tuple(o["shown"]), k) for r in recs for k in range(3)
-                           for o in r["details"]["audit"]["orders"]})
+                           for o in _templates(r)[0]["order_answers"]})
 
 
 def test_config_errors_name_the_fix():
@@ -214,11 +221,11 @@ def test_planted_double_is_detected_and_a_null_double_is_not():
     audit = TemplateAudit(method, 3)
     planted = template_aggregates(drive(audit, PlantedTemplateEffect([0.9, 0.5, 0.1], seed=1), exs), "ptc",
                                   n_boot=200)["template_audit"]
-    assert planted["template_effect"]["detected"]
-    means = [p["mean"] for p in planted["per_template"]]
+    assert planted.template_effect.detected
+    means = [p.mean for p in planted.per_template]
     assert means[0] > means[2]
     invariant = template_aggregates(drive(audit, PlantedTemplateEffect([1.0, 1.0, 1.0], seed=1), exs), "ptc",
                                     n_boot=200)["template_audit"]
-    assert invariant["answer_changed_any"] == 0.0 and not invariant["template_effect"]["detected"]
-    assert invariant["template_effect"]["p_value"] == 1.0 and invariant["spread"] == 0.0
-    assert not math.isnan(invariant["variance"]["shares"]["example"])
+    assert invariant.answer_changed_any == 0.0 and not invariant.template_effect.detected
+    assert invariant.template_effect.p_value == 1.0 and invariant.spread == 0.0
+    assert not math.isnan(invariant.variance["shares"]["example"])

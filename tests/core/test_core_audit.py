@@ -35,7 +35,7 @@ def test_four_orders_asked_deduplicated_and_cached(tmp_path):
     assert len(recs) == N
     distinct = set()
     for r in recs:
-        orders = r["details"]["audit"]["orders"]
+        orders = _orders(r)
         assert [o["order"] for o in orders] == [0, 1, 2, 3]
         for o in orders:
             assert sorted(o["shown"]) == sorted(o["ranked"])  # a display order and a full ranking of the same items
@@ -47,41 +47,41 @@ def test_four_orders_asked_deduplicated_and_cached(tmp_path):
     b2 = ScriptedBackend(oracle)
     _, recs2 = _run(tmp_path, b2, "audit.orders=4", name="rerun")  # same cache, fresh run dir
     assert b2.calls == 0
-    assert [r["details"]["audit"] for r in recs2] == [r["details"]["audit"] for r in recs]
+    assert [r["variants"] for r in recs2] == [r["variants"] for r in recs]
 
 
 def test_order_invariant_oracle_has_w_1(tmp_path):
     _run(tmp_path, ScriptedBackend(oracle), "audit.orders=4")
     agg = audit_aggregates(_records(tmp_path / "run"), "toy_tau")["order_audit"]
-    assert agg["kendalls_w_mean"] == pytest.approx(1.0)
-    assert agg["kendalls_w_n"] == N
-    assert agg["per_order"] == pytest.approx([1.0] * 4)  # the oracle is exact in every order: tau 1
-    assert agg["sd_over_orders"] == pytest.approx(0.0)
+    assert agg.kendalls_w_mean == pytest.approx(1.0)
+    assert agg.kendalls_w_n == N
+    assert agg.per_order == pytest.approx([1.0] * 4)  # the oracle is exact in every order: tau 1
+    assert agg.sd_over_orders == pytest.approx(0.0)
 
 
 def test_first_shown_model_w_below_1_and_slot_bias(tmp_path):
     _, recs = _run(tmp_path, ScriptedBackend(first_shown), "audit.orders=4")
     agg = audit_aggregates(_records(tmp_path / "run"), "toy_tau")["order_audit"]
-    assert agg["kendalls_w_mean"] < 1.0
+    assert agg.kendalls_w_mean < 1.0
     # W by hand (recbench.stats.order_agreement.kendalls_w) for each example, averaged
     ws = []
     for r in recs:
-        orders = r["details"]["audit"]["orders"]
+        orders = _orders(r)
         ranks, complete = rank_matrix(orders[0]["shown"], [o["ranked"] for o in orders])
         assert complete
         ws.append(kendalls_w(ranks))
-    assert agg["kendalls_w_mean"] == pytest.approx(float(np.mean(ws)))
-    fs = agg["first_slot"]
-    assert fs["n"] == 4 * N and fs["counts"][0] == 4 * N and fs["share"][0] == 1.0
+    assert agg.kendalls_w_mean == pytest.approx(float(np.mean(ws)))
+    fs = agg.first_slot
+    assert fs.n == 4 * N and fs.counts[0] == 4 * N and fs.share[0] == 1.0
     # expected counts: 4 orders x 3 examples each of sizes 2, 3, 4 -> slot 0: 12/2 + 12/3 + 12/4 = 13
-    assert fs["expected"] == pytest.approx([13.0, 13.0, 7.0, 3.0])
-    assert fs["chi2"] == pytest.approx(stats.chisquare([36, 0, 0, 0], [13, 13, 7, 3]).statistic)
-    assert fs["p_value"] < 1e-6
+    assert fs.expected == pytest.approx([13.0, 13.0, 7.0, 3.0])
+    assert fs.chi2 == pytest.approx(stats.chisquare([36, 0, 0, 0], [13, 13, 7, 3]).statistic)
+    assert fs.p_value < 1e-6
     # headline per order: the mean of each order's per-example tau, and its mean/sd over the orders
-    per = [np.mean([r["details"]["audit"]["orders"][k]["metrics"]["toy_tau"] for r in recs]) for k in range(4)]
-    assert agg["per_order"] == pytest.approx(per)
-    assert agg["mean_over_orders"] == pytest.approx(np.mean(per))
-    assert agg["sd_over_orders"] == pytest.approx(np.std(per, ddof=1))
+    per = [np.mean([_orders(r)[k]["metrics"]["toy_tau"] for r in recs]) for k in range(4)]
+    assert agg.per_order == pytest.approx(per)
+    assert agg.mean_over_orders == pytest.approx(np.mean(per))
+    assert agg.sd_over_orders == pytest.approx(np.std(per, ddof=1))
 
 
 def test_order_0_is_the_normal_run(tmp_path):
@@ -92,7 +92,7 @@ def test_order_0_is_the_normal_run(tmp_path):
         p = by_id[r["id"]]
         assert r["prediction"] == p["prediction"] and r["metrics"] == p["metrics"]
         assert r["parse_status"] == p["parse_status"]
-        assert r["details"]["audit"]["orders"][0]["metrics"] == p["metrics"]
+        assert _orders(r)[0]["metrics"] == p["metrics"]
         assert "shown" not in p["details"]  # audit off: records as before
     assert m_audit["metrics"]["toy_tau"]["mean"] == pytest.approx(m_plain["metrics"]["toy_tau"]["mean"])
     # metrics.json carries the audit block (the loop's aggregates); the plain run has none
@@ -122,16 +122,16 @@ def test_audit_off_returns_the_method_itself():
 def test_pair_order_consistency_from_the_records_order_pairs():
     """Per comparison asked in both orders: (first shown won in order AB, first shown won in order BA); consistent
     when the slot winners differ. Hand count: 2 consistent of 5; of the 3 inconsistent, 2 won by slot 1 both times."""
-    recs = [SimpleNamespace(details={"order_pairs": [[True, False], [True, True]]}),
-            SimpleNamespace(details={"order_pairs": [[False, True], [True, True], [False, False]]}),
-            SimpleNamespace(details={"note": "no comparisons"})]
+    recs = [SimpleNamespace(variants=[], details={"order_pairs": [[True, False], [True, True]]}),
+            SimpleNamespace(variants=[], details={"order_pairs": [[False, True], [True, True], [False, False]]}),
+            SimpleNamespace(variants=[], details={"note": "no comparisons"})]
     block = audit_aggregates(recs, "toy_tau")["pair_order_consistency"]
-    assert block["n"] == 5 and block["consistent"] == pytest.approx(2 / 5) and block["inconsistent"] == pytest.approx(3 / 5)
-    assert block["first_slot_wins_inconsistent"] == pytest.approx(2 / 3)
-    assert block["second_slot_wins_inconsistent"] == pytest.approx(1 / 3)
-    consistent = audit_aggregates([SimpleNamespace(details={"order_pairs": [[True, False]]})], "toy_tau")
-    assert consistent["pair_order_consistency"]["consistent"] == 1.0
-    assert math.isnan(consistent["pair_order_consistency"]["first_slot_wins_inconsistent"])
+    assert block.n == 5 and block.consistent == pytest.approx(2 / 5) and block.inconsistent == pytest.approx(3 / 5)
+    assert block.first_slot_wins_inconsistent == pytest.approx(2 / 3)
+    assert block.second_slot_wins_inconsistent == pytest.approx(1 / 3)
+    consistent = audit_aggregates([SimpleNamespace(variants=[], details={"order_pairs": [[True, False]]})], "toy_tau")
+    assert consistent["pair_order_consistency"].consistent == 1.0
+    assert math.isnan(consistent["pair_order_consistency"].first_slot_wins_inconsistent)
     assert audit_aggregates(recs[2:], "toy_tau") == {}  # nothing audited, no pairs: no block
 
 
@@ -142,6 +142,11 @@ def test_tied_w_hand_value_and_equal_without_ties():
     assert tied_kendalls_w([[1, 2, 3], [1, 2.5, 2.5]]) == pytest.approx(78 / 84)
     ranks, complete = rank_matrix(["a", "b", "c"], [["a", "b", "c"], ["a"]])
     assert not complete and ranks.tolist() == [[1, 2, 3], [1, 2.5, 2.5]]
+
+
+def _orders(r: dict) -> list[dict]:
+    """A record's order variants (SampleRecord.variants), each with its order."""
+    return [{"order": v["variant"]["order"], **v} for v in r["variants"]]
 
 
 def _records(run_dir):

@@ -24,6 +24,6 @@ def test_llmrec_sequential_permutes_candidates(tmp_path):
     assert b0.calls == 0  # order 0 asked exactly today's prompts (all cached by the audited run)
     assert b.calls == 3 * 3
     for r in recs:
-        orders = r["details"]["audit"]["orders"]
+        orders = [v for v in r["variants"] if "order" in v["variant"]]  # SampleRecord.variants
         assert len({tuple(o["shown"]) for o in orders}) == 3
         assert all(sorted(o["shown"]) == sorted(orders[0]["shown"]) for o in orders)

@@ -45,9 +45,9 @@ def test_pairwise_order_consistency(tmp_path):
     _run(tmp_path, ScriptedBackend(always_a), "method=pairwise", "method.constrained=false", name="biased")
     block = audit_aggregates(_records(tmp_path / "biased"), "ptc")["pair_order_consistency"]
     # every comparison: the first-shown user wins in both orders -> all inconsistent, all won by slot 1
-    assert block["consistent"] == 0.0 and block["first_slot_wins_inconsistent"] == 1.0
+    assert block.consistent == 0.0 and block.first_slot_wins_inconsistent == 1.0
     recs = _records(tmp_path / "biased")
-    assert block["n"] == sum(r.details["comparisons"] for r in recs) == sum(r.details["inconsistent"] for r in recs)
+    assert block.n == sum(r.details["comparisons"] for r in recs) == sum(r.details["inconsistent"] for r in recs)
 
     def by_truth(req):
         text = req.messages[-1][1]
@@ -59,4 +59,4 @@ def test_pairwise_order_consistency(tmp_path):
     _run(tmp_path, ScriptedBackend(by_truth), "method=pairwise", "method.constrained=false", name="oracle",
          cache="c2.sqlite")
     block = audit_aggregates(_records(tmp_path / "oracle"), "ptc")["pair_order_consistency"]
-    assert block["consistent"] == 1.0 and math.isnan(block["first_slot_wins_inconsistent"])
+    assert block.consistent == 1.0 and math.isnan(block.first_slot_wins_inconsistent)

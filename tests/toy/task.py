@@ -8,7 +8,7 @@ import json
 import math
 import random
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from recbench.api.config import flag, list_of, one_of, text, whole
 from recbench.api.datafiles import jsonl_records
@@ -16,6 +16,7 @@ from recbench.api.errors import ConfigError, DataError
 from recbench.api.metrics import MetricSpec
 from recbench.api.parsing import Parsed, parse_json
 from recbench.api.task import Method, ReferenceMethod, Task
+from recbench.api.variant import PLAIN, Variant
 from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request
 from recbench.stats.bootstrap import kendall_tau_ranks
 
@@ -56,15 +57,17 @@ class ToyRank(Method):
 
     name = "toy_rank"
     single_round = True
-    order_auditable = True
+    variants = frozenset({"order"})  # honours Variant.order (the order audit)
     settings_rules = {"max_tokens": whole(1), "rounds": whole(1, 2), "constrained": flag()}
 
     def asks_one_round(self) -> bool:
         """One round unless method.rounds asks for a second."""
         return int(self.cfg.rounds) == 1 and super().asks_one_round()
 
-    def run(self, example: Example, order: Optional[int] = None) -> MethodGen:
-        """Yield the ranking request (and the check), return the ranking of item ids."""
+    def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
+        """Yield the ranking request (and the check), return the ranking of item ids (`variant.order` k: the k-th
+        display order, and what was shown)."""
+        order = variant.order
         items = display_order(example, self.seed, order or 0)
         labels = LABELS[: len(items)]
         lines = [f"{lab}: {it['title']} ({it['genre']})" for lab, it in zip(labels, items)]
