@@ -204,7 +204,8 @@ def resolve(item: Any, where: str = "task.metrics") -> BoundMetric:
             raise ConfigError(f"{where}: a metric given as a mapping needs 'name' (got {d})")
         name = str(d.pop("name"))
         params = d
-    spec = lookup(selectable(), name, what=f"metric in {where}")
+    core = _REGISTRY.get(name)  # a core metric wins over any task's declaration: no task package need be imported
+    spec = core if core is not None and core.fn is not None else lookup(selectable(), name, what=f"metric in {where}")
     unknown = set(params) - set(spec.params)
     if unknown:
         raise ConfigError(f"{where}: metric '{name}' takes no parameter(s) {sorted(unknown)}. "

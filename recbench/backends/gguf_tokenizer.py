@@ -12,8 +12,12 @@ def gguf_tokenizer_folder(gguf_dir: str, gguf_file: str) -> Optional[Path]:
     """A folder holding the GGUF's tokenizer as plain files (tokenizer.json, its config, the chat template), for
     `mode=plan`'s token counts: the de-quantized model folder when a run or `doctor --load-model` already wrote it,
     else a tokenizer-only entry of the derived-data cache, built once (reading a GGUF's tokenizer parses the whole
-    file: 56 s at load 14-16, issue 44; the folder reads in a fraction of a second). None when the cache is off."""
-    import transformers
+    file: 56 s at load 14-16, issue 44; the folder reads in a fraction of a second). None when the cache is off.
+    transformers' version keys the entries, read from its installed metadata (importing transformers for its
+    __version__ was 1 s of plan mode's 3.6 at load 0.4)."""
+    from importlib.metadata import version
+
+    transformers_version = version("transformers")
 
     src = Path(gguf_dir) / gguf_file
     if not src.is_file():
@@ -23,7 +27,7 @@ def gguf_tokenizer_folder(gguf_dir: str, gguf_file: str) -> Optional[Path]:
         return None
     for dtype in ("float32", "bfloat16", "float16"):  # a converted model folder holds the tokenizer too
         model_dir = d / f"hf-{src.stem}-{dtype}-" \
-            f"{derived_cache.entry_key(f'hf-{src.stem}-{dtype}', (dtype, transformers.__version__), [src], (convert.__file__,))}"
+            f"{derived_cache.entry_key(f'hf-{src.stem}-{dtype}', (dtype, transformers_version), [src], (convert.__file__,))}"
         if derived_cache.folder_complete(model_dir):
             return model_dir
 
@@ -34,7 +38,7 @@ def gguf_tokenizer_folder(gguf_dir: str, gguf_file: str) -> Optional[Path]:
         hf_logging.disable_progress_bar()
         AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name).save_pretrained(out)
 
-    return derived_cache.folder_entry(f"tok-{src.stem}", (transformers.__version__,), [src], (__file__,), build)
+    return derived_cache.folder_entry(f"tok-{src.stem}", (transformers_version,), [src], (__file__,), build)
 
 
 class PlainTokenizer:

@@ -7,9 +7,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from recbench.api.task import Task
 from recbench.report.config_keys import ConfigKeys
@@ -17,6 +15,9 @@ from recbench.report.presentation import GENERIC, Presentation, presentation_of
 from recbench.stats.bootstrap import summarize
 from recbench.store.schema import RunDir
 from recbench.store.schema import RunResult, SampleRecord, SchemaError, find_run_dirs, read_run
+
+if TYPE_CHECKING:  # pandas is imported by the functions that build frames: the audits import this module on every run
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,8 @@ def _pooled_overall(parts: list[ReportedRun], label: str) -> list[dict[str, Any]
 
 def cells_table(runs: list[ReportedRun]) -> pd.DataFrame:
     """One row per (run configuration, seed, slice, metric); subset runs of one configuration are combined."""
+    import pandas as pd
+
     labels = variant_labels(runs)
     parts: dict[tuple, list[ReportedRun]] = {}
     for r in runs:
@@ -210,6 +213,8 @@ def cells_table(runs: list[ReportedRun]) -> pd.DataFrame:
 
 def aggregate_seeds(cells: pd.DataFrame) -> pd.DataFrame:
     """Runs that differ only in seed become one row: mean and sd over seeds, per-seed CI bounds averaged."""
+    import pandas as pd
+
     keys = ["benchmark", "task", "model", "method", "variant", "slice", "value", "metric"]
     if cells.empty:
         return pd.DataFrame(columns=keys + ["mean", "sd", "n_seeds", "ci_low", "ci_high", "n", "examples",

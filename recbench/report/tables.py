@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from recbench.report.collect import OVERALL
 from recbench.report.directions import Directions
 from recbench.report.numbers import fmt
 from recbench.report.presentation import GENERIC, Presentation
+
+if TYPE_CHECKING:  # imported where a frame is built: the audits import this module on every run and plan
+    import pandas as pd
 
 
 @dataclass
@@ -123,6 +124,8 @@ class Table:
     def to_frame(self) -> pd.DataFrame:
         """The displayed values as a DataFrame (NaN where missing); a column whose cells name the method chosen for
         them (the summary's best method) is followed by '<column> · method'."""
+        import pandas as pd
+
         flat = self.flat_columns()
         with_method = [any(cells[j].chosen or cells[j].shown for _, cells in self.rows) for j in range(len(flat))]
         names: list[str] = []
@@ -209,6 +212,8 @@ class Index:
 
     def get(self, task: str, model: str, method: str, variant: str, slice_: str, value: str, metric: str) -> Optional[pd.Series]:
         """The row or None."""
+        import pandas as pd
+
         r = self.rows.get((task, model, method, variant, slice_, value, metric))
         return None if r is None else pd.Series(r._asdict())
 

@@ -15,87 +15,17 @@ from recbench.run import audit_calls
 from recbench.run.construct import build_task, config_identity, select_examples, take_shard
 from recbench.run.cost import run_cost
 from recbench.run.evaluate import method_of
+from recbench.run.plan_tokens import TokenCounter
+from recbench.store.derived_cache import disk_cached
 from recbench.store.response_cache import ResponseCache
 from recbench.store.schema import PlanResult, read_run
-from recbench.api.types import Request, Response
+from recbench.api.types import Response
 
 log = logging.getLogger(__name__)
 MAX_ROUNDS = 10_000  # per example: a method that never stops is a bug, not a plan
 
 
 Plan = PlanResult  # the numbers `mode=plan` prints (and writes to plan.json), typed in recbench.store.schema
-
-
-def _cached_locally(ident: str) -> bool:
-    """Whether a model's tokenizer files are on this machine (a folder, or the Hugging Face cache), asking no hub."""
-    if Path(ident).is_dir():
-        return True
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        return any(isinstance(try_to_load_from_cache(ident, f), str) for f in ("tokenizer_config.json", "tokenizer.json"))
-    except Exception:  # noqa: BLE001 - a name that is no repo id has no cache entry
-        return False
-
-
-# ---- token counting -------------------------------------------------------------------------------
-def _packaged_tokenizer(b: Any) -> Any:
-    """A packaged model's tokenizer: a GGUF's as plain files read without transformers (`gguf_tokenizer`), else (the
-    derived-data cache off, a folder model) transformers' AutoTokenizer."""
-    from recbench.backends.gguf_tokenizer import PlainTokenizer, gguf_tokenizer_folder
-    from recbench.backends.hf import resolve_model_dir
-
-    folder = resolve_model_dir(str(b.get("model") or ""), b.get("package"))
-    plain = gguf_tokenizer_folder(folder, str(b["gguf_file"])) if b.get("gguf_file") else None
-    if plain is not None and (plain / "tokenizer.json").is_file():
-        return PlainTokenizer(plain)
-    from transformers import AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    return AutoTokenizer.from_pretrained(folder, gguf_file=b.get("gguf_file"))
-
-
-class TokenCounter:
-    """Prompt tokens with the model's own tokenizer and chat template when it can be loaded offline, else ~chars/4."""
-
-    def __init__(self, model_cfg: DictConfig):
-        self.tok = None
-        self.source = "estimate: characters / 4 (no local tokenizer)"
-        b = model_cfg.get("backend") or {}
-        ident = model_cfg.get("hf_id") or (b.get("model") if b.get("_target_", "").endswith("HFBackend") else None)
-        if not (b.get("package") or b.get("gguf_file")) and not (ident and _cached_locally(str(ident))):
-            if ident:  # nothing on disk: no transformers import and no hub call (seconds saved, nothing sent)
-                self.source = f"estimate: characters / 4 (no local tokenizer for {ident})"
-            return
-        try:
-            if b.get("package") or b.get("gguf_file"):
-                self.tok = _packaged_tokenizer(b)
-                self.source = f"model tokenizer ({b.get('gguf_file') or b.get('package')})"
-            else:
-                from transformers import AutoTokenizer
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.set_verbosity_error()
-                self.tok = AutoTokenizer.from_pretrained(str(ident), local_files_only=True)
-                self.source = f"model tokenizer ({ident}, local files)"
-        except Exception as e:  # noqa: BLE001 - any failure falls back to the estimate, and says so
-            log.debug("plan: no tokenizer (%s); estimating tokens from characters", e)
-            self.source = f"estimate: characters / 4 (the local tokenizer did not load: {type(e).__name__})"
-            self.tok = None
-
-    def count(self, req: Request) -> int:
-        """Prompt tokens of one chat request."""
-        msgs = req.message_dicts()
-        if self.tok is not None:
-            try:
-                if getattr(self.tok, "chat_template", None):
-                    ids = self.tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True)
-                    return len(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
-                return len(self.tok("\n".join(m["content"] for m in msgs))["input_ids"])
-            except Exception:  # noqa: BLE001
-                pass
-        return max(1, sum(len(m["content"]) for m in msgs) // 4 + 4 * len(msgs))
 
 
 class _ConfigModel:
@@ -147,6 +77,7 @@ def _count(method: Any, todo: list, answers: dict[str, Any], counter: TokenCount
                 reqs = gen.send(resps)
         except StopIteration:
             pass
+    counter.save()  # the counts made, for the next plan (recbench.run.plan_tokens)
     return completion_budget
 
 
@@ -176,11 +107,11 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     model_name = str(backend_cfg.get("name") or cfg.model.name)
     answers = ResponseCache.answers_by_request(cfg.cache.path, model_name) if cfg.cache.enabled else {}
     counter = TokenCounter(cfg.model)
-    p.tokenizer = counter.source
     ctx = cfg.model.get("context_length")
     p.context_length = int(ctx) if ctx else None
     method.prepare(examples)
     completion_budget = _count(method, todo, answers, counter, p)
+    p.tokenizer = counter.source  # after counting: the tokenizer loads on the first count not cached
     # single-round methods: the count is exact whatever the answers; adaptive ones may ask more or fewer
     p.requests_exact = p.requests_exact or method.asks_one_round()
     if not p.requests_exact:
@@ -208,7 +139,6 @@ def power_plan(cfg: DictConfig, task: Any, run_dir: str | Path, examples: list) 
     the sd of paired differences from earlier runs of the task (the runs root beside this run dir) or plan.sd; a task
     whose headline test is another one plans it itself (Task.plan_power)."""
     from recbench.stats.planning import paired_sd_from_runs
-    from recbench.stats.power import min_detectable_difference, power
 
     own = task.plan_power(examples, float(cfg.plan.alpha), float(cfg.plan.power), float(cfg.plan.effect))
     if own is not None:
@@ -224,10 +154,24 @@ def power_plan(cfg: DictConfig, task: Any, run_dir: str | Path, examples: list) 
             log.debug("plan: no paired sd from %s (%s)", root, e)
     sd, source = (got.sd, got.source) if got else (float(cfg.plan.sd), "default plan.sd (no earlier run of this task)")
     alpha, target, effect = float(cfg.plan.alpha), float(cfg.plan.power), float(cfg.plan.effect)
-    n = max(2, n_units)
+    mdd, at_effect = _power_figures(max(2, n_units), sd, target, alpha, effect)
     return {"metric": metric, "n": n_units, "sd": sd, "sd_source": source, "alpha": alpha, "power": target,
-            "mdd": min_detectable_difference(n, sd, target, alpha), "effect": effect,
-            "power_at_effect": power(effect, n, sd, alpha)}
+            "mdd": mdd, "effect": effect, "power_at_effect": at_effect}
+
+
+def _power_source(*_: Any) -> list[Path]:
+    import importlib
+
+    return [Path(str(importlib.import_module("recbench.stats.power").__file__))]
+
+
+@disk_cached("plan-power", _power_source)
+def _power_figures(n: int, sd: float, target: float, alpha: float, effect: float) -> tuple[float, float]:
+    """(minimum detectable difference, power at `effect`), kept in the derived-data cache keyed by the arguments and
+    stats/power.py: computing them imports scipy.special (0.3 s of a plan's 1.2 CPU-s, issue 44)."""
+    from recbench.stats.power import min_detectable_difference, power
+
+    return min_detectable_difference(n, sd, target, alpha), power(effect, n, sd, alpha)
 
 
 def print_plan(p: Plan) -> None:

@@ -7,11 +7,13 @@ approximation (z_{1-alpha/2} + z_{power}) * sd / sqrt(n) is given too; it is sma
 from __future__ import annotations
 
 import math
-
+from typing import Any
 
 from recbench.stats._lazy import lazy_module
 
-optimize, stats = lazy_module("scipy.optimize"), lazy_module("scipy.stats")  # imported on first use
+# scipy.special's t / noncentral t / normal functions (the ones scipy.stats' t, nct and norm call): a quarter of
+# scipy.stats' import time, which `mode=plan` paid for one power figure (1 s of its 3.6 at load 0.4, issue 44)
+special = lazy_module("scipy.special")  # imported on first use
 
 
 def power(effect: float, n: int, sd: float, alpha: float = 0.05) -> float:
@@ -20,10 +22,10 @@ def power(effect: float, n: int, sd: float, alpha: float = 0.05) -> float:
         raise ValueError(f"power needs n >= 2 units and sd > 0, got n={n}, sd={sd}")
     df = n - 1
     nc = abs(effect) / sd * math.sqrt(n)
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    p = float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    crit = float(special.stdtrit(df, 1 - alpha / 2))
+    p = float((1.0 - special.nctdtr(df, nc, crit)) + special.nctdtr(df, nc, -crit))
     if math.isnan(p):  # scipy's nct is NaN far in the tail (huge noncentrality): the normal limit is exact enough
-        p = float(stats.norm.sf(crit - nc) + stats.norm.cdf(-crit - nc))
+        p = float(special.ndtr(nc - crit) + special.ndtr(-crit - nc))
     return p
 
 
@@ -36,12 +38,26 @@ def min_detectable_difference(n: int, sd: float, power_target: float = 0.8, alph
         hi *= 2
     if power(lo, n, sd, alpha) >= power_target:
         return 0.0
-    return float(optimize.brentq(lambda d: power(d, n, sd, alpha) - power_target, lo, hi, xtol=1e-12))
+    return _bisect(lambda d: power(d, n, sd, alpha) - power_target, lo, hi, xtol=1e-12)
+
+
+def _bisect(f: Any, lo: float, hi: float, xtol: float) -> float:
+    """The root of an increasing f between lo (f < 0) and hi (f >= 0) within xtol (scipy.optimize's import cost
+    more than the 40-odd evaluations)."""
+    while hi - lo > xtol:
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if f(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
 
 
 def min_detectable_difference_normal(n: int, sd: float, power_target: float = 0.8, alpha: float = 0.05) -> float:
     """Normal approximation of the minimum detectable difference: (z_{1-alpha/2} + z_power) * sd / sqrt(n)."""
-    return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power_target)) * sd / math.sqrt(n))
+    return float((special.ndtri(1 - alpha / 2) + special.ndtri(power_target)) * sd / math.sqrt(n))
 
 
 def paired_sd_with_seeds(sd_between: float, seed_var_a: float = 0.0, seed_var_b: float = 0.0, k: int = 1) -> float:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
-from typing import Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Iterable
 
 from recbench.api.datafiles import read_csv, require_columns
 from recbench.api.errors import DataError
+
+if TYPE_CHECKING:  # pandas is imported where a file is read: every plan and run registers this task's metrics
+    import pandas as pd
 
 #: the columns every row must have besides the aspects' rating columns
 ID_COLUMNS = ("user_id", "movie_id", "movie_title", "explanation_type", "explanation")
@@ -37,6 +38,8 @@ def data_file(data_dir: str, file: str) -> Path:
 
 def _check_ratings(df: pd.DataFrame, column: str, path: Path) -> None:
     """Refuse a rating that is empty, not a number, not whole or outside 1-5, naming the first such row."""
+    import pandas as pd
+
     vals = pd.to_numeric(df[column], errors="coerce")
     bad = vals.isna() | (vals % 1 != 0) | (vals < 1) | (vals > 5)
     if bad.any():
@@ -50,6 +53,8 @@ def _check_ratings(df: pd.DataFrame, column: str, path: Path) -> None:
 def load_ratings(data_dir: str, file: str, aspects: Iterable[str]) -> pd.DataFrame:
     """The rows of the ratings file with ids as text and each aspect's rating as an int; a DataError for a missing
     column, an empty id or text, a rating that is not a whole number 1-5, or an explanation rated twice."""
+    import pandas as pd
+
     path = data_file(data_dir, file)
     aspects = list(aspects)
     df = read_csv(path, dtype={"user_id": str, "movie_id": str}, keep_default_na=True)
