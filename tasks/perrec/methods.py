@@ -14,9 +14,8 @@ from recbench.api.parsing import Parsed, parse_choice, parse_json, parse_number
 from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, Response
 from recbench.api.variant import PLAIN, Variant
 from recbench.tasks.perrec.prompting import (PAIR_CHOICES, PAIR_CONSTRAINT, PKG, RATING_CHOICES,  # noqa: F401
-                                             RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, _plain_listwise,
-                                             aggregate_status, borda, listwise_text, majority, presentation_order,
-                                             worst_status)
+                                             RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, aggregate_status,
+                                             borda, majority, presentation_order, worst_status)
 from recbench.tasks.perrec.reference import (AverageRating, BM25History, ItemAverage, RandomOrder,  # noqa: F401
                                              UserAverage)
 
@@ -270,8 +269,6 @@ class Listwise(PerRecMethod):
         q = example.data["query_title"]
         shown_profiles = [profiles.get(u["user_id"]) for u in users] if profiles else [None] * len(users)
         blocks = [self.user_block(u, lab, p, q) for lab, u, p in zip(labels, users, shown_profiles)]
-        if not template and self._plain is _plain_listwise:  # the packaged template, checked against Jinja's text
-            return listwise_text(labels, blocks, q), labels
         shown = [{"label": lab, "user": u, "profile": p, "block": b}
                  for lab, u, p, b in zip(labels, users, shown_profiles, blocks)]
         return self.render_prompt(_variant=template, users=shown, query_title=q), labels

@@ -16,7 +16,7 @@ from recbench.api.task import Method, TaskView
 from recbench.tasks.perrec import settings
 from recbench.tasks.perrec.display_order import permutation as _permutation  # noqa: F401
 from recbench.tasks.perrec.display_order import presentation_order  # noqa: F401 - the methods' import
-from recbench.tasks.perrec.lazy import LazyMember
+from recbench.tasks.perrec.compiled import compiled
 from recbench.api.types import Constraint, Example, Request, Response
 from recbench.api.variant import variant_files, variant_name
 PKG = "recbench.tasks.perrec"
@@ -38,107 +38,12 @@ def _fill(skeleton: str, slots: dict[str, str], variables: dict[str, Any]) -> st
     return skeleton
 
 
-#: the packaged _user_block.j2 that _plain_block writes without Jinja (used only while the template is this text)
-_PLAIN_SOURCE = """{{ label }}:
-- Average rating: {{ "%.2f"|format(user.avg_rating) }}; most common rating: {{ "%g"|format(user.most_common_rating) }}; number of ratings: {{ user.history_len }}
-{% if profile %}
-- Profile: {{ profile }}
-{% endif %}
-- Past ratings of items related to "{{ query_title }}":
-{% for h in user.retrieved %}
-  * "{{ h.title }}": {{ "%g"|format(h.rating) }} stars
-{% endfor %}
-"""
-
-
-#: the packaged listwise.j2 that _plain_listwise writes without Jinja (used only while the template is this text)
-_PLAIN_LISTWISE = """{{ users|length }} users all rated the item "{{ query_title }}". Rank them by how much they like it RELATIVE TO THEIR OWN USUAL RATINGS (a rating above the user's average means they like it more than usual).
-
-{% for u in users %}
-{{ u.block }}
-
-{% endfor %}
-Rank all {{ users|length }} users from the one who likes "{{ query_title }}" the most (relative to their average) to the one who likes it the least.
-Answer only with JSON of the form {"ranking": [{% for u in users %}"{{ u.label }}"{{ ", " if not loop.last }}{% endfor %}]} in your order.
-"""
-
-
-def _plain_listwise(users: list[dict[str, Any]], query_title: str) -> str:
-    """_PLAIN_LISTWISE rendered by string formatting (what render() returns for it): the Jinja text, about 10x
-    faster."""
-    return listwise_text([u["label"] for u in users], [u["block"] for u in users], query_title)
-
-
-def listwise_text(labels: Sequence[str], blocks: Sequence[str], query_title: str) -> str:
-    """_plain_listwise's text from the users' labels and blocks, in display order."""
-    n = len(labels)
-    labels = ", ".join(f'"{lab}"' for lab in labels)  # type: ignore[assignment]
-    blocks = "".join(f"{b}\n\n" for b in blocks)  # type: ignore[assignment]
-    return (f'{n} users all rated the item "{query_title}". Rank them by how much they like it RELATIVE TO THEIR OWN '
-            "USUAL RATINGS (a rating above the user's average means they like it more than usual).\n\n"
-            f'{blocks}Rank all {n} users from the one who likes "{query_title}" the most (relative to their average) to '
-            'the one who likes it the least.\nAnswer only with JSON of the form {"ranking": [' + labels
-            + "]} in your order.").strip()
-
-
-#: packaged templates a plain function writes: name -> (the template text it writes, the function)
-_PLAIN_PROMPTS: dict[str, tuple[str, Any]] = {"listwise.j2": (_PLAIN_LISTWISE, _plain_listwise)}
-
-
-def _template_is(name: str, text: str) -> bool:
-    """True when template `name` as it is found (a working-folder file first, then the package's) is exactly `text`."""
-    from recbench.api.prompts import template_path
-
-    return template_path(PKG, name).read_text(encoding="utf-8") == text
-
-
-@functools.lru_cache(maxsize=8)
-def _plain_prompt(name: str) -> Any:
-    """The plain function that writes template `name`, while the packaged file is the text it writes; else None."""
-    got = _PLAIN_PROMPTS.get(name)
-    return got[1] if got is not None and _template_is(name, got[0]) else None
-
-
-@functools.lru_cache(maxsize=1)
-def _block_is_plain() -> bool:
-    """True when the user block template in use is the packaged one _plain_block writes."""
-    return _template_is("_user_block.j2", _PLAIN_SOURCE)
-
-
-def _plain_block(user: dict[str, Any], profile: Optional[str], query_title: str) -> str:
-    """_PLAIN_SOURCE rendered by string formatting (labelled _LABEL_SLOT): the Jinja text, about 8x faster."""
-    lines = [f"{_LABEL_SLOT}:", f"- Average rating: {'%.2f' % user['avg_rating']}; most common rating: "
-                                f"{'%g' % user['most_common_rating']}; number of ratings: {user['history_len']}"]
-    if profile:
-        lines.append(f"- Profile: {profile}")
-    lines.append(f'- Past ratings of items related to "{query_title}":')
-    g = _G
-    lines += [f'  * "{title}": {g.get(rating) or _g(rating)} stars' for title, rating in _retrieved_pairs(user)]
-    return "\n".join(lines) + "\n"
-
-
-_G: dict[float, str] = {}  # "%g" of the ratings seen (a few distinct values), by value
-
-
-def _g(rating: Any) -> str:
-    """"%g" % rating, kept for later ratings of that value (not zeros: -0.0 == 0.0 but prints otherwise)."""
-    text = "%g" % rating
-    if type(rating) is float and rating and len(_G) < 4096:
-        _G[rating] = text
-    return text
-
-
-def _retrieved_pairs(user: dict[str, Any]) -> list[tuple[Any, Any]]:
-    """(title, rating) of each of the user's retrieved items (a lazy member's without building its item records)."""
-    if isinstance(user, LazyMember):
-        return user.retrieved_pairs()
-    return [(h["title"], h["rating"]) for h in user["retrieved"]]
-
-
 def _block_body(user: dict[str, Any], profile: Optional[str], query_title: str) -> str:
-    """One user's block labelled _LABEL_SLOT (_user_block.j2; by string formatting while that is the packaged text)."""
-    if _block_is_plain():
-        return _plain_block(user, profile, query_title)
+    """One user's block labelled _LABEL_SLOT: _user_block.j2 written by its compiled function (compiled.py), or
+    rendered by Jinja where the template uses what the compiler does not write."""
+    program = compiled(PKG, "_user_block.j2", strip=False)
+    if program is not None:
+        return program(label=_LABEL_SLOT, user=user, profile=profile, query_title=query_title)
     return get_template(PKG, "_user_block.j2").render(label=_LABEL_SLOT, user=user, profile=profile,
                                                        query_title=query_title)
 
@@ -255,18 +160,9 @@ class PerRecMethod(Method[PerRecTaskView]):
 
     @functools.cached_property
     def _plain(self) -> Any:
-        """The plain function that writes this method's packaged template (None: a custom or other template, or one
-        whose first plain text differs from Jinja's, which is then rendered every time)."""
-        fn = None if self.cfg.template else _plain_prompt(self._template_name)
-        if fn is None:
-            return None
-
-        def checked(**variables: Any) -> str:  # the first prompt is compared with the real render
-            text, real = fn(**variables), render(PKG, self._template_name, **variables)
-            self.__dict__["_plain"] = fn if text == real else None
-            return real
-
-        return checked
+        """The method's template compiled to a Python function (compiled.py: the template's own text, without
+        Jinja's per-render cost); None where it uses what the compiler does not write (then rendered every time)."""
+        return compiled(PKG, self._template_name)
 
     def user_block(self, user: dict[str, Any], label: str, profile: Optional[str], query_title: str) -> str:
         """One user's block (_user_block.j2, without its final newline) under `label`. Rendered once per (user,

@@ -77,7 +77,7 @@ def test_user_blocks_and_listwise_prompts_equal_jinjas_on_odd_values():
             want = block.render(label="User A", user=u, profile=None, query_title="Q {% x %}").rstrip("\n")
             assert m.user_block(u, "User A", None, "Q {% x %}") == want
     ex = Example(id="g-odd", data={"query_title": "Q \"t\" {{ y }}", "users": users}, meta={})
-    for _ in range(3):  # the first prompt is checked against Jinja's, later ones are written by listwise_text
+    for _ in range(3):  # written by the template's compiled function each time
         text, labels = m.prompt(ex, users, {}, 0)
         shown = [{"label": lab, "user": u, "profile": None, "block": m.user_block(u, lab, None, ex.data["query_title"])}
                  for lab, u in zip(labels, users)]
@@ -89,7 +89,7 @@ def test_user_blocks_and_listwise_prompts_equal_jinjas_on_odd_values():
 def test_a_user_block_template_that_does_not_open_with_the_label_is_rendered_with_it(tmp_path, monkeypatch):
     (tmp_path / "_user_block.j2").write_text("{{ user.history_len }} is {{ label }}\n")
     monkeypatch.chdir(tmp_path)
-    clear = (pp._block_is_plain.cache_clear, pp._BLOCKS.clear, get_template.cache_clear)
+    clear = (pp.compiled.cache_clear, pp._BLOCKS.clear, get_template.cache_clear)
     for c in clear:
         c()
     try:

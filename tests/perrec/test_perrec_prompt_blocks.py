@@ -2,6 +2,8 @@
 (hand-written expected text), and the one average-rating reference class behind user_avg / item_avg."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import recbench.tasks.perrec.methods as pm
 import recbench.tasks.perrec.prompting as pp
 from recbench.run.construct import build_task
@@ -99,48 +101,97 @@ def test_display_permutation_is_numpys_over_the_listed_seed_words(seed):
                 assert _permutation.__wrapped__(seed, eid, order, n) == want
 
 
-def test_user_blocks_written_without_jinja_are_the_templates_text(tmp_path, monkeypatch):
-    from recbench.api.prompts import get_template
+def _sample_members():
     from recbench.tasks.perrec.data import load_examples
 
+    return load_examples.__wrapped__.uncached(str(Path(__file__).resolve().parents[2] / "data" / "perrec_sample"), 4,
+                                              200)
+
+
+def test_user_blocks_written_by_the_compiled_template_are_jinjas_text():
+    from recbench.api.prompts import get_template
+    from recbench.tasks.perrec.compiled import compiled
+
     template = get_template(pp.PKG, "_user_block.j2")
-    odd = [{"title": t, "rating": r} for t, r in (("{{ x }} & <b>", 4.5), ("Été \"quoted\"", 1.0), ("", 3.0))]
-    users = [u for e in load_examples.__wrapped__.uncached("data/perrec_sample", 4, 200) for u in e.data["users"]]
+    odd = [{"title": t, "rating": r} for t, r in (("{{ x }} & <b>", 4.5), ("Été \"quoted\" 100%", 1.0), ("", 3.0),
+                                                  ("neg zero", -0.0), ("int", 4))]
+    users = [u for e in _sample_members() for u in e.data["users"]]
     users += [{**users[0], "retrieved": []}, {**users[1], "retrieved": odd, "avg_rating": 3, "history_len": 7}]
-    pp._block_is_plain.cache_clear()
-    assert pp._block_is_plain()
+    assert compiled(pp.PKG, "_user_block.j2", strip=False) is not None  # the block's fast path is the compiled one
     for u in users:
-        for profile in (None, "", "likes {{ x }}\nand more"):
+        for profile in (None, "", "likes {{ x }}\nand 50% more"):
             want = template.render(label=pp._LABEL_SLOT, user=u, profile=profile, query_title="Q \"t\" {% x %}")
             assert pp._block_body(u, profile, "Q \"t\" {% x %}") == want
-    # a user block template of another text (here one in the working folder) is rendered by Jinja
-    (tmp_path / "_user_block.j2").write_text("{{ label }} {{ user.history_len }}\n")
-    monkeypatch.chdir(tmp_path)
-    pp._block_is_plain.cache_clear()
-    try:
-        assert not pp._block_is_plain()
-    finally:
-        pp._block_is_plain.cache_clear()
 
 
-def test_listwise_prompts_written_without_jinja_are_the_templates_text(tmp_path, monkeypatch):
+def _listwise_files() -> list[str]:
+    from recbench.api.prompts import template_path
+
+    return sorted(p.name for p in template_path(pp.PKG, "listwise.j2").parent.glob("listwise*.j2"))
+
+
+@pytest.mark.parametrize("name", _listwise_files())
+def test_every_listwise_template_compiled_writes_jinjas_text_on_the_bundled_data(name):
+    """Each listwise template (the method's, chain of thought, the paraphrases): its compiled function and Jinja's
+    render give the same bytes for every group of data/perrec_sample, shown in each display order, with and without
+    profiles (and Jinja's own error for variables it cannot read)."""
     from recbench.api.prompts import render
+    from recbench.tasks.perrec.compiled import compiled
 
-    blocks = ["User 1:\n- Average rating: 3.50", "User 2:\n- Past ratings of \"{{ x }}\" & <b>:\n  * \"Été\": 4 stars",
-              "", "User 4:\n\n- trailing\n"]
-    users = [{"label": f"User {i + 1}", "block": b} for i, b in enumerate(blocks)]
-    pp._plain_prompt.cache_clear()
-    plain = pp._plain_prompt("listwise.j2")
-    assert plain is pp._plain_listwise
-    for shown in (users, users[:2], users[1:2]):
-        for title in ("Heat (1995)", "Q \"t\" {% x %} {{ y }}", "", "  spaced  "):
-            assert plain(users=shown, query_title=title) == render(pp.PKG, "listwise.j2", users=shown,
-                                                                   query_title=title)
-    # a listwise template of another text (here one in the working folder) is rendered by Jinja
-    (tmp_path / "listwise.j2").write_text("{{ users|length }} users: {{ query_title }}\n")
+    program = compiled(pp.PKG, name)
+    assert program is not None, f"{name} is not compiled: its prompts would all be rendered by Jinja"
+    m = _method("listwise")
+    n = 0
+    for ex in _sample_members():
+        q = ex.data["query_title"]
+        for order in (0, 1):
+            users = pp.presentation_order(ex, m.seed, order)
+            for profiles in ({}, {u["user_id"]: f"likes {{{{ {i} }}}} 100%" for i, u in enumerate(users)}):
+                labels = pm.LABELS[:len(users)]
+                shown = [{"label": lab, "user": u, "profile": profiles.get(u["user_id"]),
+                          "block": m.user_block(u, lab, profiles.get(u["user_id"]), q)} for lab, u in zip(labels, users)]
+                assert program(users=shown, query_title=q) == render(pp.PKG, name, users=shown, query_title=q)
+                n += 1
+    assert n == 4 * 120
+    with pytest.raises(Exception, match="query_title"):  # a variable missing: Jinja's error, not a KeyError
+        program(users=[])
+
+
+def test_an_edited_template_is_what_the_fast_path_writes(tmp_path, monkeypatch):
+    """Templates planted in the working folder (found before the package's) with new text, a loop index and a
+    condition: the compiled fast path follows them, and writes Jinja's text."""
+    from recbench.api.prompts import get_template, render, template_path
+    from recbench.tasks.perrec.compiled import compiled
+
+    listwise = template_path(pp.PKG, "listwise.j2").read_text(encoding="utf-8")
+    block = template_path(pp.PKG, "_user_block.j2").read_text(encoding="utf-8")
+    (tmp_path / "listwise.j2").write_text(listwise.replace("Rank all", "Order all").replace(
+        "{{ u.block }}", "#{{ loop.index }} of {{ loop.length }}{{ ' (first)' if loop.first else '' }}\n{{ u.block }}"))
+    (tmp_path / "_user_block.j2").write_text(block.replace("- Average rating:", "- Mean rating:").replace(
+        "stars", "{{ 'star' if h.rating == 1 else 'stars' }}"))
     monkeypatch.chdir(tmp_path)
-    pp._plain_prompt.cache_clear()
+    clear = (compiled.cache_clear, pp._BLOCKS.clear, get_template.cache_clear)
+    for c in clear:
+        c()
     try:
-        assert pp._plain_prompt("listwise.j2") is None
+        m = _method("listwise")
+        ex = _sample_members()[0]
+        text, labels = m.prompt(ex, pp.presentation_order(ex, m.seed), {}, 0)
+        assert m._plain is not None and m._plain.template == "listwise.j2" and "loop.index" not in m._plain.source
+        assert "Order all" in text and "#1 of " in text and " (first)\nUser A:\n- Mean rating:" in text
+        shown = [{"label": lab, "user": u, "profile": None, "block": m.user_block(u, lab, None, ex.data["query_title"])}
+                 for lab, u in zip(labels, pp.presentation_order(ex, m.seed))]
+        assert text == render(pp.PKG, "listwise.j2", users=shown, query_title=ex.data["query_title"])
+        assert all(b["block"].startswith(f"{b['label']}:\n- Mean rating: ") for b in shown)
     finally:
-        pp._plain_prompt.cache_clear()
+        for c in clear:
+            c()
+
+
+def test_a_template_using_what_the_compiler_does_not_write_is_rendered_by_jinja(tmp_path, monkeypatch):
+    from recbench.tasks.perrec.compiled import compiled
+
+    for i, text in enumerate(["{{ users|length }} {{ query_title|upper }}\n", "{% set n = 2 %}{{ n }}\n",
+                              "{{ users.items }}\n", "{% for u in users %}{{ loop.cycle('a', 'b') }}{% endfor %}"]):
+        (tmp_path / f"odd{i}.j2").write_text(text)
+        assert compiled(pp.PKG, str(tmp_path / f"odd{i}.j2")) is None, text
