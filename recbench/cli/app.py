@@ -30,6 +30,7 @@ from recbench.cli.overrides import (
     method_paths,
     quote_non_ascii,
 )
+from recbench.cli import single_run
 from recbench.cli.summary import print_summary
 from recbench.cli.sweep import check_sweep, failed_job_codes, is_multirun, sweep_message, write_job_failed
 from recbench.store.schema import JOB_FAILED, RunResult
@@ -78,7 +79,7 @@ def main() -> None:
 def _main() -> None:
     """Validate overrides, then hand over to Hydra; exit with an honest code."""
     register_resolvers()
-    _check_args()
+    composed = _check_args()
     codes: list[int] = []
     root = runs_root()
     blocked = unusable_root(root)  # Hydra makes the run dir before recbench runs: say it here, in one line
@@ -86,21 +87,27 @@ def _main() -> None:
         print(f"recbench: error: {blocked}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_RUN)
     fresh = not root.exists()
-    _launch(codes)
+    if composed is not None:  # a plain run: the one compose the checks read (cli/single_run.py)
+        single_run.launch(*composed, lambda cfg: _job(cfg, codes))
+    else:
+        _launch(codes)
     if fresh:  # a runs dir this invocation made and left empty (every job refused) is not left behind
         remove_if_empty(root)
     sys.exit(_final_code(codes))
 
 
-def _check_args() -> None:
-    """The overrides checked (method paths, unknown keys and values, every sweep combination): one line, exit 2."""
+def _check_args() -> Optional[tuple[Any, DictConfig]]:
+    """The overrides checked (method paths, unknown keys and values, every sweep combination): one line, exit 2.
+    A plain run's (Hydra, config), composed once for the checks and the job; None for anything else."""
     import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     try:
         sys.argv[1:] = method_paths(add_default_method(quote_non_ascii(sys.argv[1:])))  # method=NAME: the task's benchmark folder
-        check_overrides(sys.argv[1:])
+        composed = None if is_multirun(sys.argv[1:]) else single_run.compose(sys.argv[1:], _job, CONFIG_MODULE)
+        if not check_overrides(sys.argv[1:], composed[1] if composed else None):
+            composed = None  # the detailed checks ran (and reset Hydra's state): hydra.main composes
     except ConfigError as e:
         print(f"recbench: config error: {e}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_RUN)
@@ -117,6 +124,7 @@ def _check_args() -> None:
         if bad:
             print(f"recbench: config error: {sweep_message(bad, total)}", file=sys.stderr)
             sys.exit(EXIT_CANNOT_RUN)
+    return composed
 
 
 def _launch(codes: list[int]) -> None:
@@ -228,7 +236,7 @@ def _summarize(result: RunResult, in_sweep: bool, codes: list[int]) -> Optional[
     code = exit_code(result)
     codes.append(code)
     if code == EXIT_INCOMPLETE:
-        missing = result.this_invocation["backend_errors"]
+        missing = result.this_invocation.backend_errors
         print(f"recbench: incomplete: {missing} example(s) abandoned after backend errors "
               f"({result.counts.examples} finished); the same command retries them", file=sys.stderr)
     head = result.metrics.get(result.headline_metric)

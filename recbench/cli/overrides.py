@@ -33,20 +33,22 @@ def _check_key(cfg: DictConfig, key: str) -> None:
         node = node[part]
 
 
-def check_overrides(argv: list[str]) -> None:
-    """Fail early, listing valid choices, on an unknown config group value or key."""
+def check_overrides(argv: list[str], composed: Any = None) -> bool:
+    """Fail early, listing valid choices, on an unknown config group value or key. `composed`: the run's config
+    already composed from these overrides (cli/single_run.py), read instead of composing again. True when the
+    one compose was clean (the detailed checks did not run)."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     args = [a for a in method_paths(argv) if "=" in a and not a.startswith("-")]  # method=NAME: the task's folder
     if not args:
-        return
+        return True
     parsed = OverridesParser.create().parse_overrides(args)
     # a user's own config folders (hydra.searchpath=[file://...]) add choices: look them up there too
     search = [a for a in args if a.split("=", 1)[0] == "hydra.searchpath"]
-    if _composes_cleanly(args, parsed, search):
-        return
+    if _composes_cleanly(args, parsed, search, composed):
+        return True
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
@@ -88,6 +90,7 @@ def check_overrides(argv: list[str]) -> None:
                               f"({next((ln for ln in lines if ln.startswith('full_key')), 'override').strip()})") from None
         check_backend_keys(full)
     GlobalHydra.instance().clear()
+    return False
 
 
 def _group_options(loader: Any, group: str, search: list[str]) -> list[str]:
@@ -125,25 +128,22 @@ def _choices_for_task(group: str, options: list[str], parsed: list[Any], search:
     return (valid, f" with task={task}") if valid else (options, "")
 
 
-def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str]) -> bool:
-    """One compose of every override (the common case: nothing to report). True when it succeeds and each plain
-    key override sets a key of a struct node (one that could not have been created by the override); anything
-    else (a sweep, a package override, a failure) goes to the detailed checks, which name the problem."""
-    from hydra import compose, initialize_config_module
+def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str], composed: Any = None) -> bool:
+    """One compose of every override (the common case: nothing to report), or the `composed` config of a run. True
+    when it succeeds and each plain key override sets a key of a struct node (one that could not have been created
+    by the override); anything else (a sweep, a package override, a failure) goes to the detailed checks, which name
+    the problem."""
     from hydra.core.global_hydra import GlobalHydra
 
     if any(o.is_sweep_override() or o.package for o in parsed):
         return False
-    own = [a for a, o in zip(args, parsed) if not o.key_or_group.startswith("hydra")]
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            groups = set(GlobalHydra.instance().config_loader().list_groups(""))
-            cfg = compose(config_name="config", overrides=search + own)
-    except Exception:  # noqa: BLE001 - the detailed checks turn it into one line naming the override
-        return False
-    finally:
-        GlobalHydra.instance().clear()
+    if composed is not None:  # Hydra's global state holds the run's search path (cli/single_run.py)
+        groups, cfg = set(GlobalHydra.instance().config_loader().list_groups("")), composed
+    else:
+        found = _compose_checked(args, parsed, search)
+        if found is None:
+            return False
+        groups, cfg = found
     check_backend_keys(cfg)
     for o in parsed:
         key = o.key_or_group
@@ -155,6 +155,23 @@ def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str]) -> 
         if not OmegaConf.is_struct(parent) and not _declared_field(parent, key.rsplit(".", 1)[-1]):
             return False  # a key an open dict accepts silently: the detailed checks decide
     return True
+
+
+def _compose_checked(args: list[str], parsed: list[Any], search: list[str]) -> Optional[tuple[set, DictConfig]]:
+    """(config groups, the config composed from every override but Hydra's own); None when it does not compose."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    own = [a for a, o in zip(args, parsed) if not o.key_or_group.startswith("hydra")]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+            groups = set(GlobalHydra.instance().config_loader().list_groups(""))
+            return groups, compose(config_name="config", overrides=search + own)
+    except Exception:  # noqa: BLE001 - the detailed checks turn it into one line naming the override
+        return None
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def _declared_field(node: DictConfig, name: str) -> bool:
