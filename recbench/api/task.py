@@ -31,7 +31,7 @@ from recbench.api.item_lists import ItemCatalogue, ItemList
 from recbench.api.judge_metrics import judge_metric_specs
 from recbench.api.metrics import MetricSpec, declare
 from recbench.api.variant import PLAIN, Variant, reseeded_sampling
-from recbench.api.types import Example, MethodGen, Outcome, Request, Response, SamplingParams
+from recbench.api.types import Ahead, Example, MethodGen, Outcome, Request, Response, SamplingParams
 
 
 def with_conf_defaults(cfg: Any, group: str, owner: Optional[type] = None) -> Any:
@@ -154,6 +154,10 @@ class Method(abc.ABC, Generic[TaskT]):
 
     def prepare(self, examples: list[Example]) -> None:
         """Optional one-off work over all examples before the loop (e.g. fit a baseline)."""
+
+    def prefetch(self, examples: Sequence[Example]) -> Optional[Ahead]:
+        """Optional work started ahead of the loop over the examples it runs, in order; the loop closes it."""
+        return None
 
     def asks_one_round(self) -> bool:
         """True when this configured method asks one round per example whatever the answers (exact request counts

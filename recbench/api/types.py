@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Generator, Literal, Optional
+from typing import Any, Generator, Literal, Optional, Protocol
 
 from recbench.api.variant import VariantAnswer
 
@@ -183,3 +183,10 @@ def file_sha256(path: str | Path) -> str:
                 h.update(block)
         _FILE_HASHES[key] = h.hexdigest()
     return _FILE_HASHES[key]
+
+
+class Ahead(Protocol):
+    """Work a method started ahead of the loop (Method.prefetch), e.g. a child process building prompts."""
+
+    def close(self) -> None:
+        """Stop the work (if it still runs) and let go of what it holds."""

@@ -130,6 +130,7 @@ class EvalLoop:
         gc.freeze()  # the examples live through the run: full collections need not walk them again and again
         thresholds = gc.get_threshold()
         gc.set_threshold(max(thresholds[0], YOUNG_GC_THRESHOLD), *thresholds[1:])
+        ahead = self.method.prefetch(list(todo))  # work the method starts ahead, closed below however the loop ends
         try:
             self._settle()
             gc.freeze()  # nor the examples in progress, their prompts and requests, while the backend answers
@@ -147,6 +148,8 @@ class EvalLoop:
             gc.unfreeze()
             gc.set_threshold(*thresholds)
             self._streaming = False
+            if ahead is not None:
+                ahead.close()
             self._flush()
             self._progress.close()
             self.stats.wall_time_s += time.time() - t0

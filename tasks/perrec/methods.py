@@ -6,18 +6,21 @@ import functools
 import json
 import re
 import string
-from typing import Any, Callable, Generator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Sequence
 
 import numpy as np
 
 from recbench.api.parsing import Parsed, parse_choice, parse_json, parse_number
-from recbench.api.types import Constraint, Display, Example, MethodGen, Outcome, Request, Response
+from recbench.api.types import Ahead, Constraint, Display, Example, MethodGen, Outcome, Request, Response
 from recbench.api.variant import PLAIN, Variant
 from recbench.tasks.perrec.prompting import (PAIR_CHOICES, PAIR_CONSTRAINT, PKG, RATING_CHOICES,  # noqa: F401
                                              RATING_CONSTRAINT, PerRecMethod, PerRecTaskView, aggregate_status,
                                              borda, majority, presentation_order, worst_status)
 from recbench.tasks.perrec.reference import (AverageRating, BM25History, ItemAverage, RandomOrder,  # noqa: F401
                                              UserAverage)
+
+if TYPE_CHECKING:
+    from recbench.tasks.perrec.prefetch import Prefetch
 
 
 class Pointwise(PerRecMethod):
@@ -260,6 +263,7 @@ class Listwise(PerRecMethod):
     base_template = "listwise"
     variants = frozenset({"order", "template"})  # audit.orders=K re-asks with K display orders, audit.templates=K
     # with K paraphrases
+    _ahead: Optional["Prefetch"] = None  # the prompts built ahead, from the loop's last call of prefetch()
 
     def prompt(self, example: Example, users: list[dict], profiles: dict[str, str],
                template: int = 0) -> tuple[str, list[str]]:
@@ -284,36 +288,24 @@ class Listwise(PerRecMethod):
             shots.append((prompt, self.shot_answer(json.dumps({"ranking": gold}))))
         return shots
 
-    def prepare(self, examples: list[Example]) -> None:
-        """Remember the examples: the first plain run may start building their prompts ahead (prefetch.py)."""
-        super().prepare(examples)
-        old = self.__dict__.pop("_prefetch", None)
-        if old:
-            old.close()
-        self._examples = examples
-
     def built(self, example: Example) -> tuple[str, list[str], list[str]]:
         """The plain prompt of an example, its labels and its users' ids in display order (what prefetch builds)."""
         users = presentation_order(example, self.seed)
         prompt, labels = self.prompt(example, users, {}, 0)
         return prompt, labels, [u["user_id"] for u in users]
 
-    def _prefetched(self, example: Example) -> Optional[tuple[str, list[str], list[str]]]:
-        """The example's plain prompt from the prefetch child (started at the first call where it pays), or None."""
-        pf = self.__dict__.get("_prefetch")
-        if pf is None:
-            from recbench.tasks.perrec import prefetch
+    def prefetch(self, examples: Sequence[Example]) -> Optional[Ahead]:
+        """The plain prompts of these examples built ahead in a forked child (prefetch.py), where it pays: enough
+        examples and no per-user profiles to ask; the loop closes it. Taken by the plain runs (`_ahead`)."""
+        from recbench.tasks.perrec import prefetch
 
-            examples = self.__dict__.get("_examples") or []
-            start = next((i for i, ex in enumerate(examples) if ex is example), None)
-            pf = self._prefetch = (prefetch.Prefetch(self.built, examples, start) if start is not None
-                                   and not self._opts["profile"] and prefetch.available(len(examples) - start)
-                                   else False)
-        return pf.take(example.id) if pf else None
+        pays = not self._opts["profile"] and prefetch.available(len(examples))
+        self._ahead = prefetch.Prefetch(self.built, examples, 0) if pays else None
+        return self._ahead
 
     def run(self, example: Example, variant: Variant = PLAIN) -> MethodGen:
         order_k, t = variant.order, variant.template  # t: the template audit's paraphrase (0 = the method's template)
-        pre = self._prefetched(example) if order_k is None and not t else None
+        pre = self._ahead.take(example.id) if self._ahead is not None and order_k is None and not t else None
         if pre is not None:
             prompt, labels, ids = pre
         else:

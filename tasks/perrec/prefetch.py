@@ -1,11 +1,12 @@
 """Listwise prompts built ahead on the second core: a forked child process writes, in the examples' order, each
 example's prompt, its user labels and its users' ids in display order, while the loop's process sends requests and
-scores answers. The child runs the very same code on the very same data (a fork of the loop's process at the first
+scores answers. The child runs the very same code on the very same data (a fork of the loop's process before the first
 example), so a prompt taken from it is the prompt the loop's process would have built; an example the child has not
 reached, or passed, is built in the loop's process as usual. A build that fails in the child ends the child, and a
 child killed is noticed within WAIT_S: the loop's process builds the rest itself (and meets the error, raised there).
 
-Started only where it pays and is safe: at least MIN_EXAMPLES examples, the 'fork' start method available, and the
+Started by the loop through Listwise.prefetch (the Method.prefetch hook, api/task.py), which the loop closes when it
+ends; only where it pays and is safe: at least MIN_EXAMPLES examples, the 'fork' start method available, and the
 prompt depending on the example alone (no per-user profiles to ask, no audit's display order or paraphrase).
 """
 from __future__ import annotations

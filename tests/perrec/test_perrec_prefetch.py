@@ -119,13 +119,54 @@ def _run(tmp_path, name: str, min_examples: int, monkeypatch, chunk_size=None) -
 def test_a_run_with_the_child_writes_what_a_run_without_it_writes(tmp_path, monkeypatch, chunk_size):
     plain, plain_prompts, m0 = _run(tmp_path, "plain", 10 ** 9, monkeypatch, chunk_size)
     ahead, ahead_prompts, m1 = _run(tmp_path, "ahead", 1, monkeypatch, chunk_size)
-    assert m0._prefetch is False and m1._prefetch  # the child ran only where asked
+    assert m0._ahead is None and m1._ahead  # the child ran only where asked
     for r in plain + ahead:
         for c in r["calls"]:
             c.pop("latency_s", None)
     assert len(plain) > 20 and json.dumps(ahead, sort_keys=True) == json.dumps(plain, sort_keys=True)
     assert ahead_prompts == plain_prompts
-    assert m1._prefetch._done and not m1._prefetch._got  # every prompt the child built was taken
+    assert m1._ahead._done and not m1._ahead._got  # every prompt the child built was taken
+    assert not m1._ahead._proc.is_alive()  # the loop closed it
+
+
+class _Failing(ScriptedBackend):
+    def stream(self, next_requests, on_response):  # the backend fails after its first pull
+        next_requests(4)
+        raise RuntimeError("backend gone")
+
+
+def _task_and_method() -> tuple[PerRecTask, object]:
+    task = PerRecTask(OmegaConf.create({"name": "perrec", "data_dir": bundled_data("perrec_sample"),
+                                        "difficulties": ["easy", "medium", "hard"], "retrieval_k": 4,
+                                        "history_max": 200, "profile": False, "profile_max_tokens": 32,
+                                        "profile_history": 30, "legacy_tau": False}))
+    return task, task.make_method(OmegaConf.create({"name": "listwise", "max_tokens": 64, "constrained": False}),
+                                  OmegaConf.create({"temperature": 0.0, "top_p": 1.0, "seed": 0}))
+
+
+def test_the_loop_starts_the_child_over_the_examples_it_runs_and_closes_it_however_it_ends(tmp_path, monkeypatch):
+    """Method.prefetch is called by the loop with the examples not yet finished, in order; what it started is closed
+    when the loop ends by an error too; a method run outside the loop (plan mode, a test) starts nothing."""
+    task, method = _task_and_method()
+    examples = task.load()
+    answer = lambda r: listwise_answer(r.message_dicts())  # noqa: E731
+    store = RunStore(tmp_path / "run")
+    EvalLoop(task, method, ScriptedBackend(answer, batch_size=16), ResponseCache(tmp_path / "c.sqlite"), store,
+             progress=False).run(examples[:10])  # 10 finished; too few examples for a child
+    assert method._ahead is None
+    monkeypatch.setattr(prefetch, "MIN_EXAMPLES", 1)
+    seen: list[list[str]] = []
+    real = method.prefetch
+    monkeypatch.setattr(method, "prefetch", lambda exs: seen.append([e.id for e in exs]) or real(exs))
+    with pytest.raises(RuntimeError, match="backend gone"):
+        EvalLoop(task, method, _Failing(answer, batch_size=16), ResponseCache(tmp_path / "c2.sqlite"),
+                 store, progress=False).run(examples)
+    assert seen == [[e.id for e in examples[10:]]]  # the examples the loop runs, in its order
+    assert method._ahead is not None and not method._ahead._proc.is_alive()  # closed by the loop
+    _, fresh = _task_and_method()
+    fresh.prepare(examples)
+    next(fresh.run(examples[0]))
+    assert fresh._ahead is None
 
 
 def test_a_killed_run_leaves_no_child_behind(tmp_path):
