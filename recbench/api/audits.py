@@ -6,8 +6,11 @@ An audit declares what it needs and what it contributes to a run, as hooks of on
 loop through `AuditRun`), its metrics.json block (`aggregate`; `from_run_dir` for what the run wrote beside its
 records, e.g. a judge's), a plan-mode note (`plan_note`), a terminal line (`terminal_line`) and report tables as
 declared data (`tables`). The run (recbench/run/audit_calls.py), the terminal
-summary and the report call every audit through these hooks only; none of them names an audit. Every module of the
-`recbench.audits` package is imported on first use, so a new audit is one module there (and its test).
+summary and the report call every audit through these hooks only; none of them names an audit. The audits live in
+one `Registry` (api/registry.py: a key taken twice is an error, a wrong type refused at registration); the
+`recbench.audits` package declares each by key as 'module:attribute' and its blocks likewise, so reading a
+metrics.json imports only the block modules of the keys it holds; the full list (a run) imports every module of
+the package, so a new audit is one module there, one line of the package's table, and its test.
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
+
+from recbench.api.registry import Registry, RegistryError
 
 #: the package whose modules register the audits
 AUDITS_PACKAGE = "recbench.audits"
@@ -136,32 +141,69 @@ class Audit:
         return None
 
 
-_REGISTRY: dict[str, Audit] = {}
-_SCANNED: list[bool] = []
+def _discover() -> None:
+    """Every module of the audits package, imported so that each registers (the full list is asked for)."""
+    package = importlib.import_module(AUDITS_PACKAGE)
+    for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{AUDITS_PACKAGE}.{m.name}")
+
+
+#: every audit by key (api/registry.py: a key taken twice is an error, a non-Audit refused at registration); the
+#: audits package declares the shipped ones as 'module:attribute' (recbench/audits/__init__.py), imported on first use
+AUDITS: Registry[Audit] = Registry("audit", lambda a: isinstance(a, Audit), "an Audit instance", discover=_discover)
+#: every metrics.json audit block's typed record by extra key, declared the same way: reading a metrics.json imports
+#: the block modules of the keys it holds, no audit
+BLOCKS: Registry[type] = Registry("audit block", lambda t: isinstance(t, type) and issubclass(t, Block),
+                                  "a Block class")
+_DECLARED: list[bool] = []
+#: the audit that writes each block key
+_OWNER: dict[str, str] = {}
+
+
+def _declared() -> None:
+    """The audits package's table of lazy declarations, read once (importing the package imports no audit)."""
+    if not _DECLARED:
+        _DECLARED.append(True)
+        importlib.import_module(AUDITS_PACKAGE)
+
+
+def declare(key: str, where: str, blocks: dict[str, str]) -> None:
+    """Declare an audit (`where`: 'module:attribute') and its blocks (extra key -> 'module:Class') without importing
+    them (recbench/audits/__init__.py's table)."""
+    AUDITS.declare(key, where)
+    for k, w in blocks.items():
+        BLOCKS.declare(k, w)
+        _OWNER[k] = key
 
 
 def register(audit: Audit) -> Audit:
-    """Register an audit under its key (a second registration of a key replaces the first)."""
+    """Register an audit under its key, and its blocks; RegistryError when another audit holds the key or a block
+    key, or when the audit is no Audit or a block no Block."""
     if not audit.key:
         raise ValueError(f"{type(audit).__name__}: an audit needs a key (its metrics.json extra key)")
-    _REGISTRY[audit.key] = audit
+    AUDITS.register(audit.key, audit)
+    try:
+        for key, tp in audit.blocks.items():
+            BLOCKS.register(key, tp)
+            _OWNER[key] = audit.key
+    except RegistryError:  # refused whole: the audit goes with its block
+        AUDITS.unregister(audit.key)
+        raise
     return audit
 
 
 def unregister(key: str) -> None:
-    """Remove an audit from the registry (a test's example audit, after the test)."""
-    _REGISTRY.pop(key, None)
+    """Remove an audit and its blocks from the registry (a test's example audit, after the test)."""
+    audit = AUDITS.get(key) if key in AUDITS else None
+    AUDITS.unregister(key)
+    for k in (audit.blocks if audit is not None else {}):
+        BLOCKS.unregister(k)
 
 
 def registered() -> list[Audit]:
-    """Every registered audit, by rank (then registration order: the package's modules in name order, then any
-    other)."""
-    if not _SCANNED:
-        _SCANNED.append(True)
-        package = importlib.import_module(AUDITS_PACKAGE)
-        for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-            importlib.import_module(f"{AUDITS_PACKAGE}.{m.name}")
-    return sorted(_REGISTRY.values(), key=lambda a: a.rank)
+    """Every audit, by rank (then key), every audit module imported."""
+    _declared()
+    return sorted((a for _, a in AUDITS.items()), key=lambda a: a.rank)
 
 
 def enabled(cfg: Any) -> list[Audit]:
@@ -170,8 +212,12 @@ def enabled(cfg: Any) -> list[Audit]:
 
 
 def terminal_lines(blocks: dict[str, Block]) -> list[str]:
-    """Every audit's terminal line for a run's typed audit blocks (RunResult.audits)."""
-    return [part for line in (a.terminal_line(blocks) for a in registered()) if line for part in line.splitlines()]
+    """The terminal lines of the audits that wrote a run's typed audit blocks (RunResult.audits), by rank; only those
+    audits are imported."""
+    _declared()
+    owners = [AUDITS.get(o) for o in dict.fromkeys(_OWNER.get(k) for k in blocks) if o is not None]
+    lines = (a.terminal_line(blocks) for a in sorted(owners, key=lambda a: a.rank))
+    return [part for line in lines if line for part in line.splitlines()]
 
 
 def declared_tables() -> list[Any]:
@@ -179,7 +225,13 @@ def declared_tables() -> list[Any]:
     return [t for a in registered() for t in a.tables]
 
 
+def block_type(key: str) -> Optional[type[Block]]:
+    """The typed record of a metrics.json extra key, importing its block module only (None: no audit's block)."""
+    _declared()
+    return BLOCKS.get(key) if key in BLOCKS else None
+
+
 def block_types() -> dict[str, type[Block]]:
-    """Every registered audit's typed block record, by metrics.json extra key (what recbench.store.result reads
-    metrics.json's audit blocks into and writes them from)."""
-    return {key: tp for a in registered() for key, tp in a.blocks.items()}
+    """Every audit's typed block record, by metrics.json extra key (every audit imported)."""
+    registered()
+    return {key: BLOCKS.get(key) for key in BLOCKS.names()}

@@ -112,11 +112,13 @@ class NoiseConf:
 @dataclass
 class AuditConf:
     """Validity audits (docs/validity.md): order (K seeded display orders per example; needs an order-auditable
-    method), template (K paraphrased prompt templates; needs a method that ships them) and noise floor (every request
-    decoded again with another batch size or dtype, not from the cache). 0 / null = off."""
+    method), template (K paraphrased prompt templates; needs a method that ships them), seed (K sampling seeds per
+    example; any method that asks a model) and noise floor (every request decoded again with another batch size or
+    dtype, not from the cache). 0 / null = off."""
 
     orders: int = 0
     templates: int = 0
+    seeds: int = 0
     noise: NoiseConf = field(default_factory=NoiseConf)
 
 

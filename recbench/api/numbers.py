@@ -1,5 +1,5 @@
-"""How numbers read and show, everywhere (report tables, audit tables, results.json, the terminal summary): one
-reader and one formatter. No pandas here: the terminal summary imports this module on every run."""
+"""How numbers read and show, everywhere (report tables, audit tables and terminal lines, results.json, the terminal
+summary): one reader and one formatter. No pandas here: the terminal summary imports this module on every run."""
 from __future__ import annotations
 
 import math

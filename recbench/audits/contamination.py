@@ -215,4 +215,4 @@ class ContaminationSplit(Audit):
         return summary_line(blocks)
 
 
-register(ContaminationSplit())
+AUDIT = register(ContaminationSplit())

@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from recbench.api.audits import Block
-from recbench.report.numbers import cell_text
-from recbench.report.presentation import AuditColumn, AuditTable
+from recbench.api.numbers import cell_text
+from recbench.api.audit_tables import AuditColumn, AuditTable
 
 #: the metrics.json extra key of the audit
 BLOCK = "contamination"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from recbench.report.audit_tables import AuditCell, cell, row_labels
-from recbench.report.presentation import AuditTable
+from recbench.api.audit_tables import AuditTable
 from recbench.report.tables import Table, _header
 from recbench.stats.bradley_terry import bradley_terry
 from recbench.store.judge_records import judge_records, judged_tag

@@ -255,4 +255,4 @@ class JudgeValidity(Audit):
         return summary_lines(blocks)
 
 
-register(JudgeValidity())
+AUDIT = register(JudgeValidity())

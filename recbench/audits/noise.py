@@ -296,4 +296,4 @@ class NoiseFloor(Audit):
         return summary_line(blocks)
 
 
-register(NoiseFloor())
+AUDIT = register(NoiseFloor())

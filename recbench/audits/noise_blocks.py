@@ -7,7 +7,7 @@ import math
 from typing import Any, Optional
 
 from recbench.api.audits import Block
-from recbench.report.presentation import AuditColumn, AuditTable
+from recbench.api.audit_tables import AuditColumn, AuditTable
 
 #: the metrics.json extra key of the audit
 KEY = "noise_floor"

@@ -171,4 +171,4 @@ class DisplayOrders(Audit):
         return audit_aggregates(records, task.headline_metric)
 
 
-register(DisplayOrders())
+AUDIT = register(DisplayOrders())

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from recbench.api.audits import Block
-from recbench.report.presentation import AuditColumn, AuditTable
+from recbench.api.audit_tables import AuditColumn, AuditTable
 
 
 @dataclass

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 from recbench.api.audits import Block
-from recbench.report.numbers import cell_text
-from recbench.report.presentation import AuditColumn, AuditTable
+from recbench.api.numbers import cell_text
+from recbench.api.audit_tables import AuditColumn, AuditTable
 
 #: the record key of the audit (samples' details and metrics.json extra)
 KEY = "template_audit"

@@ -11,7 +11,7 @@ import numpy as np
 from recbench.api.variant import answers_of
 from recbench.audits.template_blocks import KEY
 from recbench.report.audit_tables import AuditCell, cell
-from recbench.report.presentation import AuditTable
+from recbench.api.audit_tables import AuditTable
 from recbench.report.tables import Table, _header, method_label
 
 

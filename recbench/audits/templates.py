@@ -184,4 +184,4 @@ class PromptTemplates(Audit):
         return summary_line(blocks)
 
 
-register(PromptTemplates())
+AUDIT = register(PromptTemplates())

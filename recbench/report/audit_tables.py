@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from recbench.api.audits import declared_tables
 from recbench.report.collect import ReportedRun, variant_labels
-from recbench.report.presentation import AuditColumn, AuditTable
+from recbench.api.audit_tables import AuditColumn, AuditTable
 from recbench.report.numbers import fmt, number
 from recbench.report.tables import Cell, Table, _header, method_label
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Optional
 
+from recbench.api.audit_tables import AuditColumn, AuditTable  # noqa: F401 - declared below the audits and the report
 from recbench.api.task import Task
 
 #: which runs a table's rows are: model-backed, model-free (model "none"), or both
@@ -89,35 +90,6 @@ class TableSpec:
             if cls in self.task_metrics:
                 return self.task_metrics[cls]
         return self.metrics
-
-
-@dataclass(frozen=True)
-class AuditColumn:
-    """One column of an audit's report table: its header (group, label), the value of a run's typed block, and how
-    the value shows: 'int' (a count), 'p' (a p-value), 'ci' (a block with mean/share/diff and its CI), 'text', or
-    the number of decimals."""
-
-    group: str
-    label: str
-    value: Callable[[Any], Any]
-    style: str = "3"
-    metric: str = ""  # the cell's metric name ('' = the block's metric)
-
-
-@dataclass(frozen=True)
-class AuditTable:
-    """An audit's report table, declared beside the audit: one row per run whose metrics.json extra holds the block
-    `key` (read as its typed record), its columns from the blocks (a tuple, or a function of the blocks when they
-    depend on them, e.g. one per display order); or `build`, a function of the runs, for a table of its own rows."""
-
-    id: str
-    title: str
-    caption: str | Callable[[list[Any]], str]
-    key: str = ""
-    columns: tuple[AuditColumn, ...] | Callable[[list[Any]], list[AuditColumn]] = ()
-    section: str = "validity-audit"
-    metric_column: bool = True  # the row header ends with the block's metric
-    build: Optional[Callable[[list[Any]], Any]] = None
 
 
 @dataclass(frozen=True)

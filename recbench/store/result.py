@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from recbench.api.audits import Block, block_types
+from recbench.api.audits import Block, block_type
 from recbench.store.records import SchemaError, _float, _known
 
 SCHEMA_VERSION = 2
@@ -87,14 +87,14 @@ class Aggregate:
 def split_extra(extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Block]]:
     """metrics.json's extra as (the task's own values, every registered audit's block as its typed record), each in
     the file's order; an audit key whose value is not an object stays in the first."""
-    types = block_types()
     own: dict[str, Any] = {}
     blocks: dict[str, Block] = {}
     for k, v in extra.items():
+        tp = block_type(k) if isinstance(v, dict) else None  # only the block modules of the keys present
         if isinstance(v, Block):  # built typed by its audit
             blocks[k] = v
-        elif k in types and isinstance(v, dict):
-            blocks[k] = types[k].from_dict(v)
+        elif tp is not None:
+            blocks[k] = tp.from_dict(v)
         else:
             own[k] = v
     return own, blocks
