@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from recbench.api.errors import CannotRun, ConfigError, lookup
+from recbench.api.facts import MetricInfo
 from recbench.api.metric_spec import (  # noqa: F401 - the registry's public names, importable from here
     _DECLARED, _REGISTRY, DIRECTION_WORDS, RANKING_DIRECTIONS, Aggregation, Direction, MetricFn, MetricSpec, declare,
     legend, register)
@@ -89,22 +90,24 @@ def find_spec(name: str) -> Optional[MetricSpec]:
     return None
 
 
-def metric_spec(name: str, recorded: Optional[dict[str, Any]] = None) -> MetricSpec:
+def metric_spec(name: str, recorded: Optional[MetricInfo | Mapping[str, Any]] = None) -> MetricSpec:
     """The spec of a metric: registered, else what a run recorded in metrics.json (`metric_info`), else a
     non-binary stand-in whose direction is 'unknown', with a warning (an unknown metric is never guessed better)."""
     spec = find_spec(name)
     if spec is not None:
         return spec
     if recorded:
-        direction = recorded.get("direction")
+        if not isinstance(recorded, MetricInfo):
+            recorded = MetricInfo.from_dict(recorded)
+        direction = recorded.direction
         if direction is None:  # metric_info written before directions were named: a bool, or None
-            hib = recorded.get("higher_is_better")
+            hib = recorded.higher_is_better
             direction = "unknown" if hib is None else ("higher" if hib else "lower")
         if direction == "unknown":
             _warn_unknown(name)
         return MetricSpec(name, higher_is_better={"higher": True, "lower": False}.get(direction),
-                          declared=direction != "unknown", binary=bool(recorded.get("binary", False)),
-                          aggregation=recorded.get("aggregation", "mean"))
+                          declared=direction != "unknown", binary=bool(recorded.binary),
+                          aggregation=recorded.aggregation)
     _warn_unknown(name)
     return MetricSpec(name, higher_is_better=None, declared=False)
 
@@ -160,11 +163,11 @@ def corpus_values(task: Any, records: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def run_info(task: Any, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+def run_info(task: Any, names: Iterable[str]) -> dict[str, MetricInfo]:
     """metrics.json's metric_info: direction, binary-ness and aggregation of each name, from the task's declarations,
     else the registry, else a stand-in whose direction is 'unknown' (with a warning)."""
     declared = task.declared_metrics()
-    return {m: (_lookup(declared, m) or metric_spec(m)).info() for m in names}
+    return {m: MetricInfo.from_dict((_lookup(declared, m) or metric_spec(m)).info()) for m in names}
 
 
 # ---- metrics selected by name in YAML (config-only benchmarks) ---------------------------------------

@@ -59,7 +59,7 @@ def read_probe(path: str, model: str) -> ProbeRecall:
     res = run.result
     assert res is not None
     probe = ProbeRecall(dir=d.resolve(), task=res.task_name, method=res.method, model=res.model,
-                        identity=_identity(d), data=res.task.get("data"),
+                        identity=_identity(d), data=res.task.settings.get("data"),
                         verdict=dict(res.extra.get("memorization") or {}))
     asked = [s for s in samples if s.meta.get("set") in ("real", "control") and "item_id" in s.meta
              and not math.isnan(s.value("recalled"))]

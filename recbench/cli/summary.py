@@ -238,8 +238,8 @@ def count_lines(result: RunResult, cfg: dict[str, Any], versions: dict[str, Any]
     """The lines under a run's tables: repaired and fallback legends, counts, the examples chosen, cache use."""
     c, inv, extra = result.counts, result.this_invocation, result.extra
     identity = versions.get("backend_identity") or {}
-    calls = (f"answers read from file {inv['backend_calls']}" if identity.get("kind") == "predictions"
-             else f"backend calls {inv['backend_calls']}")
+    calls = (f"answers read from file {inv.backend_calls}" if identity.get("kind") == "predictions"
+             else f"backend calls {inv.backend_calls}")
     lines = [REPAIRED_LEGEND] if c.parse_repaired or c.parse_failed else []
     if extra.get("n_fallback"):
         lines.append(f"fallback: {extra['n_fallback']} of {c.examples} failed answers scored as "
@@ -250,8 +250,8 @@ def count_lines(result: RunResult, cfg: dict[str, Any], versions: dict[str, Any]
         f"({(c.parse_failure_rate or 0):.1%}) | repaired {c.parse_repaired} | backend errors {c.backend_errors}",
         *cut_lines(c, cfg),
         selection_line(result, cfg),
-        f"this run: {calls} | cache hits {inv['cache_hits']} | "
-        f"skipped (already finished) {inv['examples_skipped']} | wall {inv['total_wall_time_s']:.1f}s",
+        f"this run: {calls} | cache hits {inv.cache_hits} | "
+        f"skipped (already finished) {inv.examples_skipped} | wall {inv.total_wall_time_s:.1f}s",
     ]
 
 
@@ -265,7 +265,7 @@ def print_summary(result: RunResult, brief: bool = False) -> None:
     con = console()
     if brief:
         con.print(escape(f"{run_title(result)}: {headline_text(result)} | examples {c.examples} | parse failures "
-                         f"{c.parse_failed} | wall {result.this_invocation['total_wall_time_s']:.1f}s"),
+                         f"{c.parse_failed} | wall {result.this_invocation.total_wall_time_s:.1f}s"),
                   highlight=False)
         return
     cfg, versions = _run_files(result)

@@ -60,7 +60,8 @@ def _sort_key(job: SweepJob, tasks: list[str], root: Path) -> tuple:
     if r is None:
         return (len(tasks), 0.0, str(job.run_dir))
     v = mean_of(r.metrics.get(r.headline_metric))
-    better = (r.metric_info.get(r.headline_metric) or {}).get("higher_is_better")
+    info = r.metric_info.get(r.headline_metric)
+    better = info.higher_is_better if info is not None else None
     sign = 0.0 if better is None else -1.0 if better else 1.0  # no direction: keep the label order
     return (tasks.index(r.task_name), math.inf if v is None else sign * v, _job_label(job, root))
 

@@ -62,8 +62,13 @@ def result_rows(e: ExportedRun) -> list[dict[str, Any]]:
             rows.append({**base, "slice": key, "value": str(value), "metric": name, "mean": _num(s.mean),
                          "ci_low": _num(s.ci_low), "ci_high": _num(s.ci_high), "n": int(s.n),
                          "n_undefined": int(s.n_undefined),
-                         "direction": str((r.metric_info.get(name) or {}).get("direction") or "unknown")})
+                         "direction": str(_direction(r.metric_info.get(name)))})
     return rows
+
+
+def _direction(info: Any) -> str:
+    """A metric's recorded direction (metric_info), 'unknown' when the run recorded none."""
+    return str(getattr(info, "direction", None) or "unknown")
 
 
 def _text(v: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from recbench.api.facts import MetricInfo
 from recbench.api.metrics import metric_spec
 
 
@@ -12,17 +13,17 @@ from recbench.api.metrics import metric_spec
 class Directions:
     """Which way each metric is better, for best marks, arrows and captions."""
 
-    metric_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metric_info: dict[str, MetricInfo] = field(default_factory=dict)
 
     @staticmethod
-    def of(infos: Iterable[dict[str, dict[str, Any]]]) -> "Directions":
+    def of(infos: Iterable[dict[str, MetricInfo]]) -> "Directions":
         """Directions knowing what the runs recorded (the first run to record a metric wins)."""
         d = Directions()
         for info in infos:
             d.note_metrics(info)
         return d
 
-    def note_metrics(self, info: dict[str, dict[str, Any]]) -> None:
+    def note_metrics(self, info: dict[str, MetricInfo]) -> None:
         """Remember what a run recorded about its metrics (direction, binary-ness)."""
         for k, v in (info or {}).items():
             self.metric_info.setdefault(k, v)

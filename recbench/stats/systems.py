@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from recbench.api.errors import suggest
+from recbench.api.facts import MetricInfo
 from recbench.api.metrics import MetricSpec, metric_spec
 from recbench.stats.records import CompareError, Comparison
 from recbench.store.schema import RunDir, SchemaError, find_run_dirs, read_run
@@ -32,7 +33,7 @@ class System:
     ids: list[str]  # examples finished in every pooled run, in the first run's order
     meta: dict[str, dict[str, Any]]
     values: dict[str, np.ndarray]  # metric -> (K seeds x len(ids)) values, NaN = undefined
-    metric_info: dict[str, dict[str, Any]]
+    metric_info: dict[str, MetricInfo]
     breakdown_keys: list[str]
     result_metrics: set[str]  # metric names in metrics.json (corpus metrics included)
     #: breakdown key -> its values in the task's display order (metrics.json writes them in Task.breakdown_order)

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from recbench.api.audits import Block, block_type
+from recbench.api.facts import MetricInfo
+from recbench.store.facts import Cost, Invocation, TaskInfo
 from recbench.store.records import SchemaError, _float, _known
 
 SCHEMA_VERSION = 2
@@ -80,7 +82,7 @@ class Aggregate:
     breakdown: dict[str, dict[str, SliceResult]]
     counts: Counts
     extra: dict[str, Any]
-    metric_info: dict[str, dict[str, Any]]
+    metric_info: dict[str, MetricInfo]
     cluster_by: Optional[str] = None
 
 
@@ -105,7 +107,7 @@ class RunResult:
     """metrics.json: what a run measured, typed; `extra` holds the task's own values and `audits` every audit's typed
     block (both written under metrics.json's extra, the audits' after the task's)."""
 
-    task: dict[str, Any]
+    task: TaskInfo
     model: str
     method: str
     headline_metric: str
@@ -116,9 +118,9 @@ class RunResult:
     audits: dict[str, Block] = field(default_factory=dict)
     complete: bool = False
     run_dir: str = ""
-    this_invocation: dict[str, Any] = field(default_factory=dict)
-    cost: Optional[dict[str, Any]] = None
-    metric_info: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> direction, binary, aggregation
+    this_invocation: Invocation = field(default_factory=Invocation)
+    cost: Optional[Cost] = None
+    metric_info: dict[str, MetricInfo] = field(default_factory=dict)  # name -> direction, binary, aggregation
     cluster_by: Optional[str] = None  # example-meta key of the resampling unit; None = the example
     schema_version: int = SCHEMA_VERSION
     #: metrics.json's extra keys in the order they came (task values and audit blocks interleave, e.g. a task's
@@ -128,12 +130,12 @@ class RunResult:
     @property
     def task_name(self) -> str:
         """The task's name."""
-        return str(self.task.get("name", ""))
+        return self.task.name
 
     @staticmethod
-    def of(agg: Aggregate, *, task: dict[str, Any], model: str, method: str, complete: bool, run_dir: str,
-           this_invocation: dict[str, Any], backend_errors: int = 0, extra: Optional[dict[str, Any]] = None,
-           cost: Optional[dict[str, Any]] = None) -> "RunResult":
+    def of(agg: Aggregate, *, task: TaskInfo, model: str, method: str, complete: bool, run_dir: str,
+           this_invocation: Invocation, backend_errors: int = 0, extra: Optional[dict[str, Any]] = None,
+           cost: Optional[Cost] = None) -> "RunResult":
         """The result of a run from its aggregate, the audits' blocks (`extra`, after the aggregate's) and cost."""
         counts = Counts(**{**asdict(agg.counts), "backend_errors": backend_errors})
         merged = {**agg.extra, **(extra or {})}
@@ -155,22 +157,26 @@ class RunResult:
         try:
             own, blocks = split_extra(d.get("extra") or {})
             return RunResult(
-                task=dict(d["task"]), model=str(d.get("model", "none")), method=str(d["method"]),
+                task=TaskInfo.from_dict(d["task"]), model=str(d.get("model", "none")), method=str(d["method"]),
                 headline_metric=str(d.get("headline_metric", "")),
                 metrics={k: MetricSummary.from_dict(s) for k, s in (d.get("metrics") or {}).items()},
                 breakdown={key: {val: SliceResult.from_dict(b) for val, b in vals.items()}
                            for key, vals in (d.get("breakdown") or {}).items()},
                 counts=Counts.from_dict(d.get("counts") or {}), extra=own, audits=blocks,
                 complete=bool(d.get("complete", False)), run_dir=str(d.get("run_dir", "")),
-                this_invocation=d.get("this_invocation") or {}, cost=d.get("cost"),
-                metric_info=d.get("metric_info") or {}, cluster_by=d.get("cluster_by"), schema_version=int(v),
+                this_invocation=Invocation.from_dict(d.get("this_invocation") or {}),
+                cost=None if d.get("cost") is None else Cost.from_dict(d["cost"]),
+                metric_info=MetricInfo.all_of(d.get("metric_info")), cluster_by=d.get("cluster_by"),
+                schema_version=int(v),
                 extra_order=list(d.get("extra") or {}))
         except (KeyError, TypeError, ValueError) as e:
             raise SchemaError(f"{where}: malformed ({type(e).__name__}: {e}); rerun the same command to rebuild it") from e
 
     def to_dict(self) -> dict[str, Any]:
         """The metrics.json form (schema_version first; the audits' blocks under extra, after the task's values)."""
-        d = asdict(self)
+        d = {**asdict(self), "task": self.task.to_dict(), "this_invocation": self.this_invocation.to_dict(),
+             "cost": None if self.cost is None else self.cost.to_dict(),
+             "metric_info": {k: v.to_dict() for k, v in self.metric_info.items()}}
         extra = {**d["extra"], **{k: b.to_dict() for k, b in self.audits.items()}}
         first = [k for k in self.extra_order if k in extra]
         d["extra"] = {k: extra[k] for k in [*first, *(k for k in extra if k not in first)]}

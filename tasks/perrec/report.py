@@ -29,7 +29,7 @@ def collect(paths: list[str]) -> pd.DataFrame:
         ptc = m.metrics.get("ptc")
         rows.append({
             "run": str(d), "model": m.model, "method": m.method,
-            "data": Path(str(m.task.get("data_dir", ""))).name, "n": m.counts.examples,
+            "data": Path(str(m.task.settings.get("data_dir", ""))).name, "n": m.counts.examples,
             "ptc": None if ptc is None or math.isnan(ptc.mean) else ptc.mean,
             "mae": m.extra.get("rating_mae"), "rmse": m.extra.get("rating_rmse"),
             "parse_failure_rate": m.counts.parse_failure_rate,

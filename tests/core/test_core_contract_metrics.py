@@ -96,9 +96,10 @@ def test_declared_metrics_are_scored_and_corpus_values_computed_from_the_declara
     assert list(agg.extra) == ["about", "c_rmse", "c_spread"]
     assert agg.extra["c_rmse"] == pytest.approx(math.sqrt(10 / 4)) and agg.extra["c_spread"] == 4.0
     info = agg.metric_info
-    assert info["c_rmse"] == {"higher_is_better": False, "direction": "lower", "binary": False,
-                              "aggregation": "corpus"}
-    assert info["c_spread"]["direction"] == "none" and info["c_hit"]["binary"] is True
+    assert info["c_rmse"].to_dict() == {"higher_is_better": False, "direction": "lower", "binary": False,
+                                        "aggregation": "corpus"}
+    assert (info["c_rmse"].direction, info["c_rmse"].aggregation) == ("lower", "corpus")
+    assert info["c_spread"].direction == "none" and info["c_hit"].binary is True
     assert "c_never" not in info and "about" not in info
     assert find_spec("c_rmse").aggregation == "corpus"  # the class declaration reached the registry
 
@@ -121,7 +122,7 @@ def test_a_task_with_unknown_undeclared_metrics_records_them_with_direction_unkn
     task = Contract({"name": "contract"})
     task.extra_key, task.undeclared_metrics = "c_adhoc_issue24", "unknown"
     agg = _run(tmp_path, task)
-    assert agg.metric_info["c_adhoc_issue24"]["direction"] == "unknown"
+    assert agg.metric_info["c_adhoc_issue24"].direction == "unknown"
     assert any("c_adhoc_issue24" in r.getMessage() and "direction unknown" in r.getMessage() for r in caplog.records)
 
 

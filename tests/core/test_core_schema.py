@@ -45,9 +45,9 @@ def test_current_runs_write_the_current_version_with_metric_info(tmp_path):
     run_from_config(toy_cfg(["method=toy_popular", "limit=6"], tmp_path), tmp_path / "run")
     r = read_run(tmp_path / "run").result
     assert r.schema_version == SCHEMA_VERSION and r.task_name == "toy" and r.cluster_by == "user"
-    assert r.metric_info["toy_tau"] == {"higher_is_better": True, "direction": "higher", "binary": False,
-                                        "aggregation": "mean"}
-    assert r.metric_info["toy_miss"]["higher_is_better"] is False and r.metric_info["toy_hit"]["binary"] is True
+    assert r.metric_info["toy_tau"].to_dict() == {"higher_is_better": True, "direction": "higher", "binary": False,
+                                                  "aggregation": "mean"}
+    assert r.metric_info["toy_miss"].higher_is_better is False and r.metric_info["toy_hit"].binary is True
 
 
 def test_registered_direction_reaches_the_report_best_marks(tmp_path):
