@@ -1,25 +1,29 @@
 """Write user profiles with a model of your choice (separate from the evaluated model) into a profile file.
 
-    python -m recbench.tasks.perrec.profiles task=perrec_built task.data_dir=built/ml model=llama8b out=built/ml/profiles.json
+    python -m recbench.tool perrec.profiles task=perrec_built task.data_dir=built/ml model=llama8b out=built/ml/profiles.json
     python -m recbench task=perrec_built task.data_dir=built/ml model=smollm2 method=listwise \\
         task.profile=true task.profile_file=built/ml/profiles.json
 
 One profile per (user, query item) from the user's history before the query (template profile.j2, the paper's
-appendix prompt), keyed "<user_id>@<query_item>"; requests go through the response cache like any other.
+appendix prompt), keyed "<user_id>@<query_item>"; requests go through the response cache like any other. The
+command line is the core's tool runner (recbench/cli/tool.py): it composes the config and builds the task and the
+backend as a run does, and hands them to run_tool here.
 """
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
-from recbench.run.construct import build_backend, build_task, register_resolvers
-from recbench.store.response_cache import ResponseCache, cache_key
 from recbench.api.prompts import render
 from recbench.api.types import Request, SamplingParams
+from recbench.store.response_cache import ResponseCache, cache_key
 
 PKG = "recbench.tasks.perrec"
+#: the tool's own arguments (recbench/cli/tool.py); a method= is taken and ignored: profiles depend on the task, the
+#: model and the sampling settings, never on the method
+TOOL_KEYS = ("out", "method")
+TOOL_REQUIRED = ("out",)
 
 
 def profile_requests(task, sampling_cfg, splits: tuple[str, ...] = ("test", "heldout")) -> dict[str, Request]:
@@ -38,10 +42,9 @@ def profile_requests(task, sampling_cfg, splits: tuple[str, ...] = ("test", "hel
     return out
 
 
-def write_profiles(cfg, out: str, backend=None) -> dict[str, str]:
-    """Generate (or replay from the cache) every profile and write them as JSON to `out`."""
-    task = build_task(cfg)
-    backend = backend or build_backend(cfg.model)
+def write_profiles(task: Any, backend: Any, cfg: Any, out: str) -> dict[str, str]:
+    """Generate (or replay from the cache, cfg.cache) every profile of the task's members with the backend and the
+    run's sampling settings (cfg.sampling), and write them as JSON to `out`."""
     reqs = profile_requests(task, cfg.sampling)
     cache = ResponseCache(cfg.cache.path, enabled=cfg.cache.enabled)
     ident = backend.identity()
@@ -61,23 +64,12 @@ def write_profiles(cfg, out: str, backend=None) -> dict[str, str]:
     return profiles
 
 
-def main(argv: Optional[list[str]] = None) -> None:
-    """CLI: recbench overrides (task=..., model=..., task.data_dir=...) plus out=<file>."""
-    from hydra import compose, initialize_config_module
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    out = next((a.split("=", 1)[1] for a in argv if a.startswith("out=")), None)
-    if not out:
-        print(__doc__)
-        sys.exit(2)
-    register_resolvers()
-    # profiles depend on the task, the model and the sampling settings, never on the method: a method= is left out
-    overrides = [a for a in argv if not a.startswith(("out=", "method="))]
-    with initialize_config_module(config_module="recbench.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    profiles = write_profiles(cfg, out)
-    print(f"wrote {len(profiles)} profiles to {out}")
+def run_tool(cfg: Any, task: Any, backend: Any, args: dict[str, str]) -> None:
+    """The command line (python -m recbench.tool perrec.profiles ... out=<file>): the parts built by the core."""
+    profiles = write_profiles(task, backend, cfg, args["out"])
+    print(f"wrote {len(profiles)} profiles to {args['out']}")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit("run it through the core's tool runner: python -m recbench.tool perrec.profiles key=value ... "
+                     "out=<file>")

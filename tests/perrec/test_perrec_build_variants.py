@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recbench.api.errors import ConfigError
 from recbench.api.metrics import corpus_values
 from recbench.run.construct import bundled_data
 
@@ -149,13 +150,28 @@ def test_profile_file_is_used_instead_of_model_profiles(tmp_path, data_dir):
     assert all(f"PROFILE-{u['user_id']}" in reqs[0].messages[-1][1] for u in ex.data["users"])
 
 
-def test_profiles_cli_writes_a_file_with_another_backend(tmp_path, data_dir):
-    from recbench.tasks.perrec.profiles import write_profiles
+def test_profiles_cli_writes_a_file_with_another_backend(tmp_path, data_dir, monkeypatch, capsys):
+    """python -m recbench.tool perrec.profiles ...: the core composes the config and builds the task and the backend
+    (here a scripted one), the tool writes the file; without out= it says how to call it and builds nothing."""
+    import recbench.cli.tool as tool
 
-    cfg = compose_cfg(["task=perrec_built", f"task.data_dir={data_dir}", "cache.enabled=false"])
-    out = write_profiles(cfg, str(tmp_path / "prof.json"), backend=ScriptedBackend(lambda r: "Likes westerns."))
+    built = []
+    monkeypatch.setattr(tool, "build_backend", lambda model: built.append(model.name) or
+                        ScriptedBackend(lambda r: "Likes westerns."))
+    out = tmp_path / "prof.json"
+    argv = ["perrec.profiles", "task=perrec_built", f"task.data_dir={data_dir}", "cache.enabled=false",
+            "method=listwise"]
+    tool.main([*argv, f"out={out}"])
+    profiles = json.loads(out.read_text())
+    cfg = compose_cfg(["task=perrec_built", f"task.data_dir={data_dir}"])
     n_members = sum(len(e.data["users"]) for e in PerRecTask(cfg.task).load() + PerRecTask(cfg.task).heldout())
-    assert 0 < len(out) <= n_members and set(out.values()) == {"Likes westerns."}
+    assert 0 < len(profiles) <= n_members and set(profiles.values()) == {"Likes westerns."}
+    assert f"wrote {len(profiles)} profiles to {out}" in capsys.readouterr().out and len(built) == 1
+    with pytest.raises(SystemExit) as stop:
+        tool.main(argv)
+    assert stop.value.code == 2 and "out=built/ml/profiles.json" in capsys.readouterr().out and len(built) == 1
+    with pytest.raises(ConfigError, match="is not a tool"):
+        tool.main(["perrec.metrics", "out=x"])
 
 
 def test_report_pearson_over_runs(tmp_path):
