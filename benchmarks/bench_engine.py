@@ -245,7 +245,7 @@ def sec_stragglers(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
 
 def sec_replay(rep: Report, a: argparse.Namespace, tmp: Path) -> None:
     """600 groups x 3 methods: fill a cache with a scripted backend, then replay every answer from it."""
-    from recbench.tasks.perrec import synth
+    from recbench.tasks.perrec.build import synth
     from tests.doubles import ScriptedBackend
     from tests.helpers import compose_cfg, listwise_answer
 

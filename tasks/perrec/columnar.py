@@ -137,7 +137,7 @@ def read_ratings(path: Path, pandas_reader: Callable[[Path], "object"]) -> Ratin
         missing = [c for c in COLUMNS if c not in df.columns]
         if missing:
             raise DataError(f"{path}: missing field(s) {missing}; present: {list(df.columns)}. "
-                            "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
+                            "Fix the file or regenerate it with `python -m recbench.tasks.perrec.build.synth`")
         rating, ts = df["rating"].to_numpy(np.float64), df["timestamp"].to_numpy(np.float64)
         (users, ucode), (items, icode) = (_text_codes(df[c].astype(str).to_numpy()) for c in ("user_id", "item_id"))
         doms = _domain_codes(df[DOMAIN], path) if DOMAIN in df.columns else None

@@ -33,7 +33,7 @@ def _require(df: pd.DataFrame, cols: list[str], path: Path) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise DataError(f"{path}: missing field(s) {missing}; present: {list(df.columns)}. "
-                         "Fix the file or regenerate it with `python -m recbench.tasks.perrec.synth`")
+                         "Fix the file or regenerate it with `python -m recbench.tasks.perrec.build.synth`")
 
 
 def item_average(ratings: pd.DataFrame, item: str, exclude: set[str], fallback: float) -> float:

@@ -1,10 +1,10 @@
-"""The bundled SYNTHETIC PerRecBench sample is what its generator writes (recbench.tasks.perrec.synth with its default
-arguments): every file byte for byte, stats.json apart from the output folder it names."""
+"""The bundled SYNTHETIC PerRecBench sample is what its generator writes (recbench.tasks.perrec.build.synth with its
+default arguments): every file byte for byte, stats.json apart from the output folder it names."""
 from __future__ import annotations
 
 import pytest
 
-from recbench.tasks.perrec.synth import main
+from recbench.tasks.perrec.build.synth import main
 from tests.helpers import assert_generator_rewrites_sample
 
 pytestmark = pytest.mark.fast

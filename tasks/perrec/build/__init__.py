@@ -22,7 +22,8 @@ The package, one module per job: `cli` (the command line and `build()`), `config
 refusal before or while reading), `readers` (the pandas engine's inputs), `pandas_engine` and `duckdb_engine` + `sql`
 (the two engines), `select` (the seeded draws both share), `merge` (a duckdb build's selection over its prepared
 categories), `shards` (one category per submitit job), `member_ratings`, `stats`, `write` and `run` (statistics, then
-the files through a staging folder)."""
+the files through a staging folder); `synth` writes the bundled SYNTHETIC sample (data/perrec_sample), its groups
+selected by `groups`."""
 from recbench.tasks.perrec.build.cli import build, main
 from recbench.tasks.perrec.build.config import BuildConfig
 

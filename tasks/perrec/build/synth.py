@@ -4,7 +4,7 @@ Planted structure: each user has latent tastes over genres that drive their RELA
 personal rating bias and each item a quality level - both shift ratings but are invisible to PTC, which
 is computed on ratings relative to each user's own average.
 
-    python -m recbench.tasks.perrec.synth --out data/perrec_sample
+    python -m recbench.tasks.perrec.build.synth --out data/perrec_sample
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from recbench.tasks.perrec.groups import GroupCriteria, select_groups
+from recbench.tasks.perrec.build.groups import GroupCriteria, select_groups
 
 GENRES = {
     "sci-fi": ["Starship", "Nebula", "Android", "Galaxy", "Quantum", "Orbit", "Cyborg", "Warp"],
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     with open(out / "groups.jsonl", "w", encoding="utf-8") as f:
         for g in groups:
             f.write(json.dumps(g) + "\n")
-    stats = {"synthetic": True, "generator": "recbench.tasks.perrec.synth", "args": vars(args),
+    stats = {"synthetic": True, "generator": "recbench.tasks.perrec.build.synth", "args": vars(args),
              "items": len(items), "users": int(ratings["user_id"].nunique()), "ratings": len(ratings),
              "groups": pd.Series([g["difficulty"] for g in groups]).value_counts().to_dict()}
     (out / "stats.json").write_text(json.dumps(stats, indent=2))
