@@ -33,7 +33,7 @@ class Pointwise(PerRecMethod):
     def prompt(self, example: Example, user: dict[str, Any], profile: Optional[str], template: int = 0) -> str:
         """The pointwise prompt for one user (`template` k > 0: the k-th paraphrase)."""
         q = example.data["query_title"]
-        return self.render_prompt(("query_title", "block"), template, label="User", user=user, profile=profile,
+        return self.render_prompt(template, label="User", user=user, profile=profile,
                                   query_title=q, block=self.user_block(user, "User", profile, q))
 
     def parse_rating(self, text: str) -> Parsed:
@@ -104,7 +104,7 @@ class Pairwise(PerRecMethod):
     def prompt(self, query_title: str, a: dict, b: dict, profile_a: Optional[str], profile_b: Optional[str],
                template: int = 0) -> str:
         """The pairwise prompt for users a ([User A]) and b ([User B]) (`template` k > 0: the k-th paraphrase)."""
-        return self.render_prompt(("query_title", "block_a", "block_b"), template, query_title=query_title,
+        return self.render_prompt(template, query_title=query_title,
                                   user_a=a, user_b=b,
                                   profile_a=profile_a, profile_b=profile_b,
                                   block_a=self.user_block(a, PAIR_CHOICES[0], profile_a, query_title),

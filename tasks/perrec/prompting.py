@@ -31,13 +31,6 @@ _BLOCKS: dict[tuple, tuple] = {}  # (id(user), profile, query) -> (user, text af
 _MAX_BLOCKS = 200_000
 
 
-def _fill(skeleton: str, slots: dict[str, str], variables: dict[str, Any]) -> str:
-    """A template skeleton with each placeholder replaced by its variable's value."""
-    for k, slot in slots.items():
-        skeleton = skeleton.replace(slot, variables[k])
-    return skeleton
-
-
 def _block_body(user: dict[str, Any], profile: Optional[str], query_title: str) -> str:
     """One user's block labelled _LABEL_SLOT: _user_block.j2 written by its compiled function (compiled.py), or
     rendered by Jinja where the template uses what the compiler does not write."""
@@ -89,7 +82,6 @@ class PerRecMethod(Method[PerRecTaskView]):
     variants = frozenset({"template"})  # audit.templates=K asks with the first K of template_files()
     settings_rules = settings.PROMPTED  # valid values of the method keys, checked before anything is loaded
     conf_defaults = True  # every key is read (conf/method/perrec/<name>.yaml): a hand-built config gets the rest there
-    _skeleton: Optional[tuple] = ()  # () = not built yet, None = render every prompt (see render_prompt)
 
     # ---- variants (read once) -------------------------------------------------------------------
     @functools.cached_property
@@ -135,28 +127,13 @@ class PerRecMethod(Method[PerRecTaskView]):
         """The template and its shipped paraphrases (<stem>_t1.j2, ...): audit.templates=K asks with the first K."""
         return variant_files(PKG, self._template_name)
 
-    def render_prompt(self, _fast: tuple[str, ...] = (), _variant: int = 0, **variables: Any) -> str:
-        """The method's prompt template rendered with the given variables. `_fast` names string variables the
-        packaged template only prints: the template is then rendered once per method with placeholders for them
-        and filled in by string replacement (checked against a real render on first use; any mismatch, a custom
-        template or a placeholder-like value falls back to rendering). `_variant` k > 0: the template audit's k-th
-        paraphrase (<stem>_tk.j2), always rendered."""
-        if _variant:
-            return render(PKG, variant_name(self._template_name, _variant), **variables)
-        if not _fast and self._plain is not None:
-            return self._plain(**variables)
-        skel = self._skeleton if _fast and not self.cfg.template else None
-        if skel is not None and not any("\x00" in variables[k] for k in _fast):
-            if not skel:  # first use: build, then check against a real render
-                slots = {k: f"\x00{k}\x00" for k in _fast}
-                text = render(PKG, self._template_name, **{**variables, **slots})
-                real = render(PKG, self._template_name, **variables)
-                ok = _fill(text, slots, variables) == real
-                self._skeleton = (text, slots) if ok else None
-                return real
-            text, slots = skel
-            return _fill(text, slots, variables)
-        return render(PKG, self._template_name, **variables)
+    def render_prompt(self, _variant: int = 0, **variables: Any) -> str:
+        """The method's prompt template (`_variant` k > 0: the template audit's k-th paraphrase, <stem>_tk.j2) with
+        the given variables: written by the template's compiled function (compiled.py), or rendered by Jinja where
+        the template uses what the compiler does not write."""
+        name = variant_name(self._template_name, _variant) if _variant else self._template_name
+        program = compiled(PKG, name) if _variant else self._plain
+        return program(**variables) if program is not None else render(PKG, name, **variables)
 
     @functools.cached_property
     def _plain(self) -> Any:

@@ -195,3 +195,34 @@ def test_a_template_using_what_the_compiler_does_not_write_is_rendered_by_jinja(
                               "{{ users.items }}\n", "{% for u in users %}{{ loop.cycle('a', 'b') }}{% endfor %}"]):
         (tmp_path / f"odd{i}.j2").write_text(text)
         assert compiled(pp.PKG, str(tmp_path / f"odd{i}.j2")) is None, text
+
+
+def _template_files(stem: str) -> list[str]:
+    from recbench.api.prompts import template_path
+
+    return sorted(p.name for p in template_path(pp.PKG, "system.j2").parent.glob(f"{stem}*.j2"))
+
+
+@pytest.mark.parametrize("name", _template_files("pointwise") + _template_files("pairwise"))
+def test_every_pointwise_and_pairwise_template_compiled_writes_jinjas_text(name):
+    """The pointwise and pairwise prompts (and their CoT and paraphrase files) come from the same compiled functions:
+    Jinja's bytes for every member and pair of members of data/perrec_sample, with and without profiles."""
+    from recbench.api.prompts import render
+    from recbench.tasks.perrec.compiled import compiled
+
+    program = compiled(pp.PKG, name)
+    assert program is not None, f"{name} is not compiled"
+    m = _method("pairwise")
+    for ex in _sample_members()[::7]:
+        q, users = ex.data["query_title"], ex.data["users"]
+        for a, b in zip(users, users[1:] + users[:1]):
+            for pa, pb in ((None, None), ("likes {{ x }} 100%", "")):
+                if name.startswith("pointwise"):
+                    v = dict(label="User", user=a, profile=pa, query_title=q, block=m.user_block(a, "User", pa, q))
+                else:
+                    v = dict(query_title=q, user_a=a, user_b=b, profile_a=pa, profile_b=pb,
+                             block_a=m.user_block(a, pp.PAIR_CHOICES[0], pa, q),
+                             block_b=m.user_block(b, pp.PAIR_CHOICES[1], pb, q))
+                assert program(**v) == render(pp.PKG, name, **v)
+    for other in ("system.j2", "profile.j2"):
+        assert compiled(pp.PKG, other) is not None
