@@ -179,7 +179,7 @@ def contamination_block(cfg: Any, task: Any, records: list[SampleRecord]) -> dic
         "probe": {"items_asked": len(probe.recalled), "items_recalled": sum(probe.recalled.values()),
                   "coverage": real.get("rate"), "control_recalled": k0, "control_asked": n0,
                   "flagged": (probe.verdict.get("difference") or {}).get("flagged")},
-        "metric": head, "direction": run_info(task, [head])[head]["direction"],
+        "metric": head, "direction": run_info(task, [head])[head].direction,
         "unit": task.cluster_by or "example", "examples": {v: len(by[v]) for v in ORDER},
         "recalled": score["yes"], "clean": score["no"],
         "gap": gap_test(per_unit["yes"], per_unit["no"], n_resamples=int(c.n_resamples), alpha=float(c.alpha),

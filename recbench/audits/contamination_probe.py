@@ -60,7 +60,7 @@ def read_probe(path: str, model: str) -> ProbeRecall:
     assert res is not None
     probe = ProbeRecall(dir=d.resolve(), task=res.task_name, method=res.method, model=res.model,
                         identity=_identity(d), data=res.task.settings.get("data"),
-                        verdict=dict(res.extra.get("memorization") or {}))
+                        verdict=res.facts.probe_verdict or {})
     asked = [s for s in samples if s.meta.get("set") in ("real", "control") and "item_id" in s.meta
              and not math.isnan(s.value("recalled"))]
     if not asked:

@@ -168,10 +168,10 @@ def run_tables(result: RunResult, width: int = MAX_WIDTH) -> tuple[list[Any], Fo
 # ---- what the app prints --------------------------------------------------------------------------------------------
 def fallback_note(result: RunResult, name: str) -> str:
     """' (3 of 3 fallback)' for a metric scored with the task's fallback value on failed answers, else ''."""
-    n_fb = result.extra.get("n_fallback")
+    n_fb = result.facts.fallback_count
     if not n_fb or name.endswith("_parsed") or name in PSEUDO_METRICS:
         return ""
-    return f" ({int(n_fb)} of {result.counts.examples} fallback)"
+    return f" ({n_fb} of {result.counts.examples} fallback)"
 
 
 def task_meanings(cfg: dict[str, Any]) -> dict[str, str]:
@@ -236,14 +236,15 @@ def cut_lines(c: Counts, cfg: dict[str, Any]) -> list[str]:
 
 def count_lines(result: RunResult, cfg: dict[str, Any], versions: dict[str, Any]) -> list[str]:
     """The lines under a run's tables: repaired and fallback legends, counts, the examples chosen, cache use."""
-    c, inv, extra = result.counts, result.this_invocation, result.extra
+    c, inv, facts = result.counts, result.this_invocation, result.facts
     identity = versions.get("backend_identity") or {}
     calls = (f"answers read from file {inv.backend_calls}" if identity.get("kind") == "predictions"
              else f"backend calls {inv.backend_calls}")
     lines = [REPAIRED_LEGEND] if c.parse_repaired or c.parse_failed else []
-    if extra.get("n_fallback"):
-        lines.append(f"fallback: {extra['n_fallback']} of {c.examples} failed answers scored as "
-                     f"{extra.get('fallback_rating', 'the fallback value')} (metrics marked 'fallback'; *_parsed "
+    if facts.fallback_count:
+        value = "the fallback value" if facts.fallback_value is None else str(facts.fallback_value)
+        lines.append(f"fallback: {facts.fallback_count} of {c.examples} failed answers scored as "
+                     f"{value} (metrics marked 'fallback'; *_parsed "
                      "metrics leave them out)")
     return lines + [
         f"examples {c.examples} | parsed {c.parsed} | parse failures {c.parse_failed} "
@@ -281,8 +282,7 @@ def print_summary(result: RunResult, brief: bool = False) -> None:
     if notes:
         lines.append("folded (all values in metrics.json): " + "; ".join(notes))
     lines += count_lines(result, cfg, versions)
-    task_lines = result.extra.get("summary")  # a task's own verdict lines (Task.run_facts 'summary': a list of text)
-    lines += [str(x) for x in task_lines] if isinstance(task_lines, list) else []
+    lines += result.facts.summary  # a task's own verdict lines (RunFacts.summary, written by Task.run_facts)
     lines += terminal_lines(result.audits)  # the audits' verdicts, from the blocks the report's audit tables read
     lines += judge_line(result.extra.get("judge"))
     con.print(escape("\n".join(wrap_lines(lines, con.width))), highlight=False)

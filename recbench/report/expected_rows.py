@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
+from recbench.api.facts import RANDOM_EXPECTATION
 from recbench.report.collect import ReportedRun
 from recbench.report.tables import Cell, Table
 
@@ -14,14 +15,9 @@ NOTE = "exact (extra.random_expectation), no CI"
 
 
 def _expectations(runs: list[ReportedRun]) -> dict[str, dict[str, float]]:
-    """Resolved run dir -> its extra.random_expectation (numbers only); runs without one are absent."""
-    out = {}
-    for r in runs:
-        rnd = r.result.extra.get("random_expectation")
-        if isinstance(rnd, dict):
-            out[str(Path(r.dir).resolve())] = {k: float(v) for k, v in rnd.items()
-                                               if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return out
+    """Resolved run dir -> its extra.random_expectation (numbers only, RunFacts); runs without one are absent."""
+    return {str(Path(r.dir).resolve()): r.result.facts.random_expectation for r in runs
+            if isinstance(r.result.extra.get(RANDOM_EXPECTATION), dict)}
 
 
 def _column_value(cells: list[Cell], exp: dict[str, dict[str, float]]) -> Optional[tuple[float, list[str]]]:

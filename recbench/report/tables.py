@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
+from recbench.api.facts import FALLBACK_COUNT, FALLBACK_VALUE
 from recbench.report.collect import OVERALL
 from recbench.report.directions import Directions
 from recbench.report.numbers import fmt
@@ -219,14 +220,14 @@ class Index:
 
 
 #: metrics kept in samples.jsonl / metrics.json but never shown as table columns (bookkeeping, not scores)
-PSEUDO_METRICS = ("parsed", "n_fallback", "fallback_rating")
+PSEUDO_METRICS = ("parsed", FALLBACK_COUNT, FALLBACK_VALUE)
 
 
 def fallback_of(idx: Index, task: str, model: str, method: str, variant: str, metric: str) -> Optional[tuple[int, int]]:
     """(answers scored with the fallback value, examples) when the run's metric used a fallback (extra.n_fallback)."""
     if metric in PSEUDO_METRICS or metric.endswith("_parsed"):
         return None
-    r = idx.get(task, model, method, variant, *OVERALL, "n_fallback")
+    r = idx.get(task, model, method, variant, *OVERALL, FALLBACK_COUNT)
     if r is None or r["mean"] is None or (isinstance(r["mean"], float) and math.isnan(r["mean"])) or r["mean"] <= 0:
         return None
     return int(round(float(r["mean"]))), int(r["examples"]) if r["examples"] is not None else 0

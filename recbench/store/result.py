@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from recbench.api.audits import Block, block_type
-from recbench.api.facts import MetricInfo
+from recbench.api.facts import MetricInfo, RunFacts
 from recbench.store.facts import Cost, Invocation, TaskInfo
 from recbench.store.records import SchemaError, _float, _known
 
@@ -131,6 +131,11 @@ class RunResult:
     def task_name(self) -> str:
         """The task's name."""
         return self.task.name
+
+    @property
+    def facts(self) -> RunFacts:
+        """The task facts the core reads (verdict lines, chance levels, the fallback count, a probe's verdict)."""
+        return RunFacts.of(self.extra)
 
     @staticmethod
     def of(agg: Aggregate, *, task: TaskInfo, model: str, method: str, complete: bool, run_dir: str,

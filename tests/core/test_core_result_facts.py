@@ -51,3 +51,18 @@ def test_counters_in_the_loops_order_and_typed():
                          "model_loaded": True})
     assert isinstance(inv.wall_time_s, float) and inv.cache_hits == 1 and inv.backend_calls == 0
     assert list(inv.to_dict()) == ["examples_total", "cache_hits", "wall_time_s", "total_wall_time_s", "model_loaded"]
+
+
+def test_the_task_facts_the_core_reads_are_typed():
+    from recbench.api.facts import RunFacts
+
+    extra = {"summary": ["a verdict", 3], "random_expectation": {"ptc": 0.5, "flag": True, "n": 2},
+             "n_fallback": 2, "fallback_rating": 3.0, "memorization": {"recalled": 1}, "about": "x"}
+    f = RunFacts.of(extra)
+    assert f.summary == ("a verdict", "3") and f.random_expectation == {"ptc": 0.5, "n": 2.0}
+    assert (f.fallback_count, f.fallback_value, f.probe_verdict) == (2, 3.0, {"recalled": 1})
+    # a value of another shape reads as absent, never as a wrong fact
+    bad = RunFacts.of({"summary": "one text", "random_expectation": [1], "n_fallback": "2", "memorization": 1})
+    assert bad == RunFacts()
+    r = RunResult.from_dict({**json.loads(V1.read_text()), "extra": extra})
+    assert r.facts == f and r.to_dict()["extra"] == extra  # the file keeps the task's keys as written
