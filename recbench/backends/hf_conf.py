@@ -14,6 +14,9 @@ class HFBackendConf(ModelBackendConf):
     batch_size: Optional[int] = 16
     # torch threads: a positive integer, or auto = the cores other processes leave free (recbench/backends/threads.py)
     threads: Any = "auto"
+    # seconds one batch may take: the first batch holds 2 prompts, the next ones as many as the measured rate fits,
+    # up to batch_size (recbench/backends/batch_pace.py); 0 or null: always batch_size prompts
+    batch_seconds: Optional[float] = 25.0
 
 
 SCHEMA = HFBackendConf

@@ -4,12 +4,19 @@ this process may run on, minus the 1-minute load average less this process's own
 On 2 shared cores one torch thread was 4.3x faster than two at load 4-7 and 0.58x as fast when idle
 (docs/backends.md, "Threads"): each of torch's threads waits for the slowest at every operation, so a thread
 that shares its core with another process holds all of them back.
+
+The load changes while a run goes (issue 44: 1 thread chosen at load 3.6 was kept through load 4-11), so
+`ThreadChoice.revisit` looks again between batches: the 1-minute load average less this process's own part of it
+(its threads, counted the way the kernel averages them: exponentially over a minute), and a new count when the free
+cores say so with a margin (no flapping at a boundary), said in one line.
 """
 from __future__ import annotations
 
+import math
 import os
 import resource
-from typing import Any, Optional
+import time
+from typing import Any, Callable, Optional
 
 
 def usable_cpus() -> int:
@@ -57,3 +64,52 @@ def pick_threads(setting: Any, cpus: Optional[int] = None, load: Optional[float]
                          "(e.g. model.backend.threads=1, or auto to pick from the free cores)")
     return n, "set"
 
+
+
+#: a revisit changes the count only when the load, moved this far towards keeping it, still says change
+MARGIN = 0.25
+#: the load average's time constant (the kernel's 1-minute average decays as exp(-t / 60 s))
+LOAD_TAU_S = 60.0
+
+
+class ThreadChoice:
+    """An engine's thread count: chosen at start (`pick_threads`) and, for `auto`, revisited between batches.
+
+    `apply(n)` sets the count (torch.set_num_threads), `say(line)` tells a change, `load()` reads the 1-minute load
+    average and `clock()` the time (both replaceable: the tests give a fake load and clock). `changes` keeps each
+    change's line (recorded with the run's effective parameters)."""
+
+    def __init__(self, setting: Any, apply: Callable[[int], None], say: Callable[[str], None] = print,
+                 load: Optional[Callable[[], float]] = None, clock: Callable[[], float] = time.monotonic,
+                 cpus: Optional[int] = None, every_s: float = 10.0):
+        self.auto = setting is None or str(setting).strip().lower() == "auto"
+        self.cpus = usable_cpus() if cpus is None else cpus
+        self._load = load or (lambda: os.getloadavg()[0])
+        self._apply, self._say, self._clock, self.every_s = apply, say, clock, every_s
+        own = _own_load()
+        first = max(0.0, self._load() - own) if self.auto else None
+        self.n, self.why = pick_threads(setting, cpus=self.cpus, load=first)
+        self._own, self._last = own, clock()  # this process's part of the load average, and when it was reckoned
+        self.changes: list[str] = []
+        apply(self.n)
+
+    def revisit(self) -> Optional[int]:
+        """Between batches: the count again from the load now (at most every `every_s` seconds); the new count when
+        it changed, else None."""
+        now = self._clock()
+        if not self.auto or now - self._last < self.every_s:
+            return None
+        decay = math.exp(-(now - self._last) / LOAD_TAU_S)
+        self._own = self._own * decay + self.n * (1.0 - decay)  # our n threads were runnable since the last look
+        self._last = now
+        others = max(0.0, self._load() - self._own)
+        new = auto_threads(self.cpus, others)
+        if new == self.n or auto_threads(self.cpus, others + (-MARGIN if new < self.n else MARGIN)) == self.n:
+            return None
+        old, self.n = self.n, new
+        self.why = f"auto: {self.cpus} cores, load {others:.1f} from other processes"
+        self._apply(new)
+        line = f"recbench: threads {old} -> {new} ({self.why})"
+        self.changes.append(line)
+        self._say(line)
+        return new
