@@ -2,7 +2,8 @@
 (recbench/audits/*_blocks.py declare their tables with these) and the report (recbench/report/audit_tables.py draws
 them), so an audit imports nothing of the report.
 
-`AuditTable` / `AuditColumn`: an audit's report table as data over its typed block."""
+`AuditTable` / `AuditColumn`: an audit's report table as data over its typed block, or a table of its own rows
+built by a function the report owns, named as 'module:function' (`build`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,4 +36,6 @@ class AuditTable:
     columns: tuple[AuditColumn, ...] | Callable[[list[Any]], list[AuditColumn]] = ()
     section: str = "validity-audit"
     metric_column: bool = True  # the row header ends with the block's metric
-    build: Optional[Callable[[list[Any]], Any]] = None
+    #: a table of its own rows: a function of the runs, or its 'module:function' name (the report's own builders,
+    #: e.g. 'recbench.report.judge_ranking:ranking_table', named so that the audit imports nothing of the report)
+    build: Optional[Callable[[list[Any]], Any] | str] = None

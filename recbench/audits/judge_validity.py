@@ -14,7 +14,7 @@ pass. No extra request is sent: everything comes from what the judge pass wrote.
 
 The block is written to metrics.json (extra.judge_validity), its findings are the terminal lines, its table is the
 report's (recbench/audits/judge_validity_blocks.py); the Bradley-Terry ranking of runs judged pairwise is a report
-table of its own (recbench/audits/judge_ranking.py).
+table of its own, declared here by name and built by the report (recbench/report/judge_ranking.py).
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from recbench.api.audit_tables import AuditTable
 from recbench.api.audits import Audit, register
-from recbench.audits.judge_ranking import RANKING_TABLE
 from recbench.audits.judge_validity_blocks import (KEY, JUDGE_VALIDITY_TABLE, JudgeValidityBlock, findings,
                                                    summary_lines)
 from recbench.stats.bootstrap import bootstrap_ci
@@ -232,6 +232,11 @@ def validity_block(cfg: Any, records: list[Any], run_dir: str | Path) -> dict[st
                      "pairwise position counts pairs whose two orders both parsed")
     block["findings"] = findings(JudgeValidityBlock.from_dict(block))
     return {KEY: block}
+
+
+#: the report's Bradley-Terry ranking of runs judged pairwise, a table of its own rows built by the report
+RANKING_TABLE = AuditTable(id="judge-ranking", title="Judge ranking", caption="",
+                           build="recbench.report.judge_ranking:ranking_table", section="judge-validity")
 
 
 class JudgeValidity(Audit):

@@ -29,7 +29,6 @@ from recbench.audits.variants import VariantAudit, innermost
 from recbench.audits.template_verdicts import (  # noqa: F401 - the verdicts are part of this audit's interface
     VERDICT_TABLE,
     audited_templates,
-    print_template_verdicts,
     template_verdicts,
     template_verdicts_of_paths,
     verdict_kept,

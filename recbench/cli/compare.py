@@ -306,7 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print_table(comps, args.correction)
     print_margin_table(comps, args.correction)
-    from recbench.audits.templates import audited_templates, print_template_verdicts, template_verdicts
+    from recbench.audits.templates import audited_templates, template_verdicts
+    from recbench.report.template_verdicts import print_template_verdicts
 
     by_template = [] if sum(audited_templates(s) >= 2 for s in systems) < 2 else \
         template_verdicts(systems, metrics=args.metric, correction=args.correction, alpha=args.alpha, seed=args.seed,

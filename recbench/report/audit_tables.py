@@ -3,6 +3,7 @@ as a recbench.report.presentation.AuditTable) built by one builder: one row per 
 the table's block, read as the audit's typed record. Benchmark-agnostic, and no audit named here."""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -82,6 +83,9 @@ def _column_cell(col: AuditColumn, block: Any, metric: str) -> AuditCell:
 
 def build_table(spec: AuditTable, runs: list[ReportedRun]) -> Optional[Table]:
     """A declared audit table over the runs that hold its typed block (None when none does)."""
+    if isinstance(spec.build, str):  # a report builder named by the audit: 'module:function'
+        module, _, name = spec.build.partition(":")
+        return getattr(importlib.import_module(module), name)(runs)
     if spec.build is not None:
         return spec.build(runs)
     audited = sort_runs([r for r in runs if spec.key in r.result.audits])

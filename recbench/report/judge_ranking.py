@@ -1,6 +1,6 @@
 """The report's ranking of runs judged pairwise: Bradley-Terry strengths with bootstrap CIs
-(recbench.stats.bradley_terry), a report table declared beside the judge-validity audit (docs/judges.md, "Ranking
-runs judged pairwise").
+(recbench.stats.bradley_terry), a report table the judge-validity audit declares by name (its `RANKING_TABLE`,
+build = 'recbench.report.judge_ranking:ranking_table'; docs/judges.md, "Ranking runs judged pairwise").
 
 Where the comparisons come from: every run of the report judged with judge.protocol=pairwise contributes one
 comparison per judged example, (the run, its reference run, the outcome for the run: 1 win, 0.5 tie, 0 loss), read
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from recbench.report.audit_tables import AuditCell, cell, row_labels
-from recbench.api.audit_tables import AuditTable
 from recbench.report.tables import Table, _header
 from recbench.stats.bradley_terry import bradley_terry
 from recbench.store.judge_records import judge_records, judged_tag
@@ -99,6 +98,3 @@ CAPTION = ("Runs of one task judged pairwise by one judge (the 'judge' column: j
            "Score: the player's wins plus half its ties over its comparisons. Regularised: some player never "
            "scored against the rest, so maximum likelihood is infinite and choix's regularised estimate is shown. "
            f"Groups with fewer than {MIN_PLAYERS} players are not ranked (see judge_win_rate and its CI).")
-
-RANKING_TABLE = AuditTable(id="judge-ranking", title="Judge ranking", caption=CAPTION, build=ranking_table,
-                           section="judge-validity")
