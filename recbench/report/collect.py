@@ -25,18 +25,29 @@ OVERALL = ("all", "all")  # (slice key, slice value) of a run's overall metrics
 
 
 @dataclass
-class ReportedRun:
-    """One run dir as a report sees it: the typed result, the flattened config, identity within a report, and the
-    presentation its benchmark declares."""
+class RunIdentity:
+    """Who ran what, as every report row names a run (ReportedRun here, ResultsRow in results.json): the task, the
+    model, the method as selected (method.name) and the seed."""
+
+    task: str
+    model: str
+    method: str
+    seed: Any
+
+    def identity(self) -> "RunIdentity":
+        """The identity alone (of a ReportedRun or a ResultsRow)."""
+        return RunIdentity(self.task, self.model, self.method, self.seed)
+
+
+@dataclass
+class ReportedRun(RunIdentity):
+    """One run dir as a report sees it: its identity within a report (RunIdentity), the typed result, the flattened
+    config, and the presentation its benchmark declares."""
 
     dir: Path
     result: RunResult
     config: dict[str, Any]
     benchmark: str
-    task: str
-    model: str
-    method: str
-    seed: Any
     variant: dict[str, Any]
     subset: dict[str, Any]
     source: RunDir = field(repr=False)

@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from recbench.report.collect import RunIdentity
 from recbench.report.numbers import number
+from recbench.store.result import Counts
 from recbench.store.schema import JOB_FAILED, SchemaError, read_job_failed
 
 #: version of the results.json layout (bump on incompatible changes)
@@ -23,19 +25,31 @@ class MetricValue:
     n: int
 
 
+#: the key order of a run in results.json
+ROW_KEYS = ("run_dir", "task", "model", "method", "variant", "seed", "complete", "counts", "metrics")
+
+
 @dataclass
-class ResultsRow:
-    """One run: identity, completeness, counts (metrics.json's) and overall metrics."""
+class ResultsRow(RunIdentity):
+    """One run: its identity (RunIdentity, as the report names it), run dir, variant label, completeness, counts
+    (metrics.json's, typed) and overall metrics."""
 
     run_dir: str
-    task: str
-    model: str
-    method: str
     variant: str
-    seed: Any
     complete: bool
-    counts: dict[str, Any]
+    counts: Counts
     metrics: dict[str, MetricValue]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results.json form."""
+        d = asdict(self)
+        return {k: d[k] for k in ROW_KEYS}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "ResultsRow":
+        """From results.json."""
+        return ResultsRow(**{**d, "counts": Counts.from_dict(d.get("counts") or {}),
+                             "metrics": {k: MetricValue(**m) for k, m in d["metrics"].items()}})
 
 
 @dataclass
@@ -62,8 +76,8 @@ def results_row(run: Any, variant: str = "") -> ResultsRow:
     res = run.result
     metrics = {name: MetricValue(number(s.mean), number(s.ci_low), number(s.ci_high), int(s.n or 0))
                for name, s in res.metrics.items()}
-    return ResultsRow(run_dir=str(run.dir), task=run.task, model=run.model, method=run.method, variant=variant,
-                      seed=run.seed, complete=bool(res.complete), counts=asdict(res.counts), metrics=metrics)
+    return ResultsRow(**vars(run.identity()), run_dir=str(run.dir), variant=variant, complete=bool(res.complete),
+                      counts=res.counts, metrics=metrics)
 
 
 def failed_jobs(paths: Iterable[str | Path]) -> list[FailedJob]:
@@ -91,7 +105,9 @@ def build_results(runs: list[Any], labels: dict[int, str], failed: list[FailedJo
 def write_results(results: Results, path: str | Path) -> Path:
     """Write results.json (NaN never appears: undefined values are null)."""
     path = Path(path)
-    path.write_text(json.dumps(asdict(results), indent=2, default=str) + "\n", encoding="utf-8")
+    d = {"schema_version": results.schema_version, "runs": [r.to_dict() for r in results.runs],
+         "failed_jobs": [asdict(f) for f in results.failed_jobs]}
+    path.write_text(json.dumps(d, indent=2, default=str) + "\n", encoding="utf-8")
     return path
 
 
@@ -102,5 +118,5 @@ def load_results(path: str | Path) -> Results:
     if d.get("schema_version") != RESULTS_SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {d.get('schema_version')!r} is not {RESULTS_SCHEMA_VERSION}. "
                          "Fix: regenerate it with python -m recbench.report <sweep dir>")
-    runs = [ResultsRow(**{**r, "metrics": {k: MetricValue(**m) for k, m in r["metrics"].items()}}) for r in d["runs"]]
+    runs = [ResultsRow.from_dict(r) for r in d["runs"]]
     return Results(d["schema_version"], runs, [FailedJob(**f) for f in d.get("failed_jobs") or []])

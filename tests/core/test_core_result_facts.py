@@ -66,3 +66,19 @@ def test_the_task_facts_the_core_reads_are_typed():
     assert bad == RunFacts()
     r = RunResult.from_dict({**json.loads(V1.read_text()), "extra": extra})
     assert r.facts == f and r.to_dict()["extra"] == extra  # the file keeps the task's keys as written
+
+
+def test_a_results_json_row_has_the_report_identity_and_typed_counts(tmp_path):
+    from recbench.report.collect import ReportedRun, RunIdentity
+    from recbench.report.results import MetricValue, Results, ResultsRow, load_results, write_results
+    from recbench.store.result import Counts
+
+    row = ResultsRow(task="toy", model="none", method="pop", seed=0, run_dir="r", variant="", complete=True,
+                     counts=Counts(examples=5, parsed=5), metrics={"m": MetricValue(0.5, 0.4, 0.6, 5)})
+    assert issubclass(ReportedRun, RunIdentity) and row.identity() == RunIdentity("toy", "none", "pop", 0)
+    path = write_results(Results(1, [row]), tmp_path / "results.json")
+    raw = json.loads(path.read_text())["runs"][0]
+    assert list(raw) == ["run_dir", "task", "model", "method", "variant", "seed", "complete", "counts", "metrics"]
+    assert raw["counts"]["examples"] == 5 and raw["counts"]["parse_failure_rate"] is None
+    back = load_results(path).runs[0]
+    assert back == row and isinstance(back.counts, Counts)

@@ -11,6 +11,7 @@ import pytest
 
 from recbench.cli.sweep import check_sweep, combinations, problems
 from recbench.report.results import load_results
+from recbench.store.result import Counts
 from recbench.run.construct import register_resolvers
 from tests.helpers import run_cli
 from tests.toy import SEARCHPATH, TOY, isolate, toy_cfg, toy_cli
@@ -111,4 +112,4 @@ def test_sweep_report_lists_failed_jobs_and_results_json_loads(failing_sweep):
     assert run.metrics["toy_tau"].mean == m["metrics"]["toy_tau"]["mean"]
     assert (run.metrics["toy_tau"].ci_low, run.metrics["toy_tau"].ci_high, run.metrics["toy_tau"].n) == \
         (m["metrics"]["toy_tau"]["ci_low"], m["metrics"]["toy_tau"]["ci_high"], 5)
-    assert run.counts["examples"] == 5
+    assert run.counts.examples == 5 and run.counts == Counts.from_dict(m["counts"])
