@@ -5,7 +5,8 @@ pass, in this process.
     python benchmarks/bench_perrec_fast_prompts.py [--passes 200] [--repeats 5] [--out results/x.json]
         [--tasks /tmp/old/tasks]   # another tree's tasks/ folder imported as recbench.tasks (before/after)
 
-Two figures, each the best of --repeats timings of --passes passes over the 120 groups:
+Two figures, each the best of --repeats timings (CPU time of this process: the machine may be shared) of --passes
+passes over the 120 groups:
 - cold: every pass starts with the groups' members dropped and the user-block memo cleared, so each block is
   rendered again (_user_block.j2) and each prompt written (listwise.j2);
 - warm: the blocks stay memoized, so only the listwise prompt is written.
@@ -54,10 +55,10 @@ def _timed(method, examples, passes: int, cold: bool) -> float:
             _cold(examples)
             for e in examples:
                 e.data["users"]  # noqa: B018 - members built outside the timing (both trees build them alike)
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for e in examples:
             method.built(e)
-        total += time.perf_counter() - t0
+        total += time.process_time() - t0
     return total
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import keyword
+import re
 from typing import Any, Callable, Optional
 
 from jinja2 import nodes
@@ -34,6 +35,8 @@ _FILTERS: dict[str, Callable[[str, list[str]], str]] = {
 }
 _LOOP_FIELDS = {"first": "({i} == 0)", "last": "({i} == {n} - 1)", "index": "({i} + 1)", "index0": "{i}",
                 "length": "{n}"}
+#: a format of one number as a float ("%.2f", "%g"): numbers that compare equal print alike, but for the sign of zero
+_FLOAT_SPEC = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[eEfFgG]")
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "lteq": "<=", "gteq": ">="}
 
 
@@ -202,6 +205,8 @@ class _Writer:
         if node.name == "format" and len(args) == 1 and isinstance(node.node, nodes.Const):  # a float's text, kept
             memo, x = self.fresh("m"), self.fresh("x")
             self.memos.append(memo)
+            if _FLOAT_SPEC.fullmatch(str(node.node.value)):  # equal numbers print alike (4, 4.0, True): no type test
+                return f"({memo}.get({x} := {args[0]}) or _formatted({memo}, {value}, {x}))"
             return (f"(({memo}.get({x}) if type({x} := {args[0]}) is float else None) "
                     f"or _formatted({memo}, {value}, {x}))")
         return _FILTERS[node.name](value, args)

@@ -272,9 +272,10 @@ class Listwise(PerRecMethod):
         labels = LABELS[: len(users)]
         q = example.data["query_title"]
         shown_profiles = [profiles.get(u["user_id"]) for u in users] if profiles else [None] * len(users)
-        blocks = [self.user_block(u, lab, p, q) for lab, u, p in zip(labels, users, shown_profiles)]
-        shown = [{"label": lab, "user": u, "profile": p, "block": b}
-                 for lab, u, p, b in zip(labels, users, shown_profiles, blocks)]
+        shown = [{"label": lab, "user": u, "profile": p, "block": self.user_block(u, lab, p, q)}
+                 for lab, u, p in zip(labels, users, shown_profiles)]
+        if not template and self._plain is not None:  # render_prompt's own first choice, called without its frame
+            return self._plain(users=shown, query_title=q), labels
         return self.render_prompt(_variant=template, users=shown, query_title=q), labels
 
     def demonstrations(self, example: Example, template: int = 0) -> list[tuple[str, str]]:

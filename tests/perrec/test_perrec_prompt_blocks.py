@@ -226,3 +226,23 @@ def test_every_pointwise_and_pairwise_template_compiled_writes_jinjas_text(name)
                 assert program(**v) == render(pp.PKG, name, **v)
     for other in ("system.j2", "profile.j2"):
         assert compiled(pp.PKG, other) is not None
+
+
+def test_formatted_numbers_kept_per_site_print_as_jinja_prints_them(tmp_path):
+    """A format site keeps the text of the floats it printed: a later equal number of another type (4 after 4.0,
+    True after 1.0), a zero of the other sign and NaN print as Jinja prints them, for float and non-float formats."""
+    from recbench.api.prompts import render
+    from recbench.tasks.perrec.compiled import compiled
+
+    (tmp_path / "fmt.j2").write_text('{{ "%g"|format(x) }} {{ "%.2f"|format(x) }} {{ "%s"|format(x) }} {{ "%r"|format(x) }}')
+    program = compiled(pp.PKG, str(tmp_path / "fmt.j2"))
+    assert program is not None
+    for x in (4.0, 4, 1.0, True, 0.0, -0.0, 0, float("nan"), 2.5, 2.5, 10 ** 400, "s"):
+        want = None
+        try:
+            want = render(pp.PKG, str(tmp_path / "fmt.j2"), x=x)
+        except Exception as e:  # noqa: BLE001 - Jinja's error is the compiled function's error too
+            with pytest.raises(type(e)):
+                program(x=x)
+        if want is not None:
+            assert program(x=x) == want, x
