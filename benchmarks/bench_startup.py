@@ -12,7 +12,9 @@ falls on both. Per run: **start-up** = the stub's first chat request's arrival (
 minus the moment the process was started (same clock: both processes are on this machine), and the whole process's
 wall. The reference client (benchmarks/reference_client.py, one request at a time, a new client per request) runs
 once per method as a process; speed-up = reference process wall / median recbench process wall, per tree, both
-measured in this invocation. Every figure is printed with the load average at once;
+measured in this invocation. The compose cache (recbench/store/compose_cache.py) starts empty in a folder of this
+invocation: rep 0 of each method composes, the later reps read the config back (`startup_first_rep_s` is rep 0's).
+Every figure is printed with the load average at once;
 results: benchmarks/results/bench_startup_<label>.json, rewritten after every run.
 """
 from __future__ import annotations
@@ -72,10 +74,12 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path, stub: Any) -> dict[str
             "rc": p.returncode, "load": round(load, 2), "tail": p.stdout[-400:] if p.returncode else ""}
 
 
-def tree_env(tree: Path, work: Path) -> dict[str, str]:
-    """A fresh runs dir and response cache; the tree's modules first on the path."""
+def tree_env(tree: Path, work: Path, compose: Path) -> dict[str, str]:
+    """A fresh runs dir and response cache; the tree's modules first on the path; a compose cache of this invocation
+    (empty at the start: a tree that keeps composed configs composes on its first run of each command)."""
     return {**os.environ, "PYTHONPATH": str(tree), "RECBENCH_RUNS_DIR": str(work / "runs"),
-            "RECBENCH_CACHE_DIR": str(work / "cache"), "PYTHONUNBUFFERED": "1"}
+            "RECBENCH_CACHE_DIR": str(work / "cache"), "RECBENCH_COMPOSE_CACHE_DIR": str(compose),
+            "PYTHONUNBUFFERED": "1"}
 
 
 class Results:
@@ -109,7 +113,7 @@ def summarize(res: Results, trees: list[tuple[str, Path]], methods: list[str]) -
                 continue
             ups = [r["startup_s"] for r in rows if r["startup_s"] is not None]
             s = {"runs": len(rows), "startup_median_s": round(statistics.median(ups), 3) if ups else None,
-                 "startup_min_s": min(ups) if ups else None,
+                 "startup_min_s": min(ups) if ups else None, "startup_first_rep_s": rows[0]["startup_s"],
                  "wall_median_s": round(statistics.median(r["wall_s"] for r in rows), 3)}
             ref = res.data["reference"].get(method)
             if ref and ref.get("rc") == 0:
@@ -158,8 +162,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                 for i in range(a.reps):
                     for name, tree in trees:
                         row = timed(recbench_cmd(stub.base_url, method, derived, a.limit),
-                                    tree_env(tree, tmp / f"{name}_{method}_{i}"), tree, stub)
-                        res.add(f"{name}/{method}", row)
+                                    tree_env(tree, tmp / f"{name}_{method}_{i}", tmp / "compose"), tree, stub)
+                        res.add(f"{name}/{method}", {"rep": i, **row})
         summarize(res, trees, methods)
     print(f"results: {out}")
 

@@ -34,7 +34,7 @@ from recbench.cli import single_run
 from recbench.cli.summary import print_summary
 from recbench.cli.sweep import check_sweep, failed_job_codes, is_multirun, sweep_message, write_job_failed
 from recbench.store.schema import JOB_FAILED, RunResult
-from recbench.run.construct import CONFIG_MODULE, register_resolvers
+from recbench.run.construct import CONFIG_MODULE, register_resolvers, register_schemas
 from recbench.run.evaluate import run_from_config
 from recbench.store.redact import redact_text
 from recbench.store.rundir import (
@@ -78,7 +78,7 @@ def main() -> None:
 
 def _main() -> None:
     """Validate overrides, then hand over to Hydra; exit with an honest code."""
-    register_resolvers()
+    register_resolvers(schemas=False)  # registered before a compose: a config from the compose cache needs none
     composed = _check_args()
     codes: list[int] = []
     root = runs_root()
@@ -88,7 +88,7 @@ def _main() -> None:
         sys.exit(EXIT_CANNOT_RUN)
     fresh = not root.exists()
     if composed is not None:  # a plain run: the one compose the checks read (cli/single_run.py)
-        single_run.launch(*composed, lambda cfg: _job(cfg, codes))
+        single_run.launch(composed, lambda cfg: _job(cfg, codes))
     else:
         _launch(codes)
     if fresh:  # a runs dir this invocation made and left empty (every job refused) is not left behind
@@ -96,17 +96,20 @@ def _main() -> None:
     sys.exit(_final_code(codes))
 
 
-def _check_args() -> Optional[tuple[Any, DictConfig]]:
+def _check_args() -> Optional[single_run.Composed]:
     """The overrides checked (method paths, unknown keys and values, every sweep combination): one line, exit 2.
-    A plain run's (Hydra, config), composed once for the checks and the job; None for anything else."""
+    A plain run's config, composed once (or read back) for the checks and the job; None for anything else."""
     import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     try:
         sys.argv[1:] = method_paths(add_default_method(quote_non_ascii(sys.argv[1:])))  # method=NAME: the task's benchmark folder
-        composed = None if is_multirun(sys.argv[1:]) else single_run.compose(sys.argv[1:], _job, CONFIG_MODULE)
-        if not check_overrides(sys.argv[1:], composed[1] if composed else None):
+        composed = None if is_multirun(sys.argv[1:]) else single_run.compose(sys.argv[1:], _job, CONFIG_MODULE,
+                                                                               register_schemas)
+        if composed is None:
+            register_schemas()
+        if not check_overrides(sys.argv[1:], (composed.groups, composed.cfg) if composed else None):
             composed = None  # the detailed checks ran (and reset Hydra's state): hydra.main composes
     except ConfigError as e:
         print(f"recbench: config error: {e}", file=sys.stderr)

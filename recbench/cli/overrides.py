@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.api.errors import ConfigError, suggest
 from recbench.cli.backend_keys import check_backend_keys
-from recbench.run.construct import CONFIG_MODULE
+from recbench.run.construct import CONFIG_MODULE, register_schemas
 
 log = logging.getLogger("recbench")
 
@@ -33,10 +33,10 @@ def _check_key(cfg: DictConfig, key: str) -> None:
         node = node[part]
 
 
-def check_overrides(argv: list[str], composed: Any = None) -> bool:
-    """Fail early, listing valid choices, on an unknown config group value or key. `composed`: the run's config
-    already composed from these overrides (cli/single_run.py), read instead of composing again. True when the
-    one compose was clean (the detailed checks did not run)."""
+def check_overrides(argv: list[str], composed: Optional[tuple[set, DictConfig]] = None) -> bool:
+    """Fail early, listing valid choices, on an unknown config group value or key. `composed`: (config groups, the
+    run's config) already composed from these overrides (cli/single_run.py), read instead of composing again. True
+    when the one compose was clean (the detailed checks did not run)."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -49,6 +49,7 @@ def check_overrides(argv: list[str], composed: Any = None) -> bool:
     search = [a for a in args if a.split("=", 1)[0] == "hydra.searchpath"]
     if _composes_cleanly(args, parsed, search, composed):
         return True
+    register_schemas()  # a config read back from the compose cache registered none
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
@@ -128,17 +129,16 @@ def _choices_for_task(group: str, options: list[str], parsed: list[Any], search:
     return (valid, f" with task={task}") if valid else (options, "")
 
 
-def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str], composed: Any = None) -> bool:
+def _composes_cleanly(args: list[str], parsed: list[Any], search: list[str],
+                      composed: Optional[tuple[set, DictConfig]] = None) -> bool:
     """One compose of every override (the common case: nothing to report), or the `composed` config of a run. True
     when it succeeds and each plain key override sets a key of a struct node (one that could not have been created
     by the override); anything else (a sweep, a package override, a failure) goes to the detailed checks, which name
     the problem."""
-    from hydra.core.global_hydra import GlobalHydra
-
     if any(o.is_sweep_override() or o.package for o in parsed):
         return False
-    if composed is not None:  # Hydra's global state holds the run's search path (cli/single_run.py)
-        groups, cfg = set(GlobalHydra.instance().config_loader().list_groups("")), composed
+    if composed is not None:
+        groups, cfg = composed
     else:
         found = _compose_checked(args, parsed, search)
         if found is None:

@@ -29,13 +29,11 @@ def _variant(s: Any) -> str:
     return variant_name(str(s))
 
 
-def register_resolvers() -> None:
-    """OmegaConf resolvers used by conf/ (${rb.variant:...}, ${rb.data:...}, ${rb.model_tag:...}) and the
+def register_resolvers(schemas: bool = True) -> None:
+    """OmegaConf resolvers used by conf/ (${rb.variant:...}, ${rb.data:...}, ${rb.model_tag:...}) and (schemas) the
     structured-config schema: everything composing recbench's config needs first."""
-    from recbench.api.config import register_configs
-    from recbench.backends.schemas import all_schemas
-
-    register_configs(all_schemas())
+    if schemas:
+        register_schemas()
     from recbench.store.rundir import safe_name
 
     OmegaConf.register_new_resolver("rb.variant", _variant, replace=True)
@@ -45,6 +43,15 @@ def register_resolvers() -> None:
     # model-free reference methods (model_free: true) file their runs under model "none"
     OmegaConf.register_new_resolver("rb.model_tag", lambda model, free: "none" if free else safe_name(model),
                                     replace=True)
+
+
+def register_schemas() -> None:
+    """The structured-config schemas in Hydra's ConfigStore (idempotent): what a compose needs, a config read back
+    from the compose cache does not (cli/single_run.py)."""
+    from recbench.api.config import register_configs
+    from recbench.backends.schemas import all_schemas
+
+    register_configs(all_schemas())
 
 
 def build_task(cfg: DictConfig) -> Task:
