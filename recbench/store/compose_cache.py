@@ -21,6 +21,9 @@ from typing import Any, Iterable, Optional
 FOLDER = "compose"
 #: bumped when the kept value's shape changes
 FORMAT = 1
+#: at most this many kept configs (each ~26 kB; a test suite's runs from temporary folders are all different keys):
+#: a save beyond it removes the oldest down to KEEP
+MAX_FILES, KEEP = 256, 192
 
 
 def enabled() -> bool:
@@ -87,8 +90,22 @@ def save(key: Optional[str], value: Any) -> None:
         d.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         tmp.replace(d / f"{key}.pkl")
+        _prune(d)
     except Exception:  # noqa: BLE001 - the cache only saves time: a read-only or full disk composes each time
         try:
             tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _prune(d: Path) -> None:
+    """Remove the oldest kept configs when there are more than MAX_FILES (down to KEEP)."""
+    kept = [e for e in os.scandir(d) if e.name.endswith(".pkl")]
+    if len(kept) <= MAX_FILES:
+        return
+    kept.sort(key=lambda e: e.stat().st_mtime_ns)
+    for e in kept[: len(kept) - KEEP]:
+        try:
+            os.unlink(e.path)
         except OSError:
             pass

@@ -83,6 +83,16 @@ def test_a_torn_or_unwritable_cache_is_a_miss(tmp_path, monkeypatch):
     assert compose_cache.load("k") is None
 
 
+def test_the_folder_keeps_at_most_max_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECBENCH_COMPOSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compose_cache, "MAX_FILES", 4)
+    monkeypatch.setattr(compose_cache, "KEEP", 2)
+    for i in range(5):
+        compose_cache.save(f"k{i}", i)
+        os.utime(tmp_path / f"k{i}.pkl", ns=(i * 10**9, i * 10**9))
+    assert sorted(p.name for p in tmp_path.glob("*.pkl")) == ["k3.pkl", "k4.pkl"]  # the newest
+
+
 def test_only_a_plain_run_takes_the_one_compose():
     assert single_run.plain_run(["task=toy", "limit=3", "+x=1"])
     assert not single_run.plain_run(["-m", "task=toy"])
