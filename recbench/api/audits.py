@@ -48,7 +48,7 @@ class AuditRun:
 class Extra:
     """What an audit's extra requests contribute: metrics.json blocks and the loop counters of those requests."""
 
-    blocks: dict[str, Any]
+    blocks: dict[str, Block]  # typed where they are computed
     stats: Any  # run/loop.LoopStats of the extra requests (added to this invocation's counters)
 
 
@@ -120,12 +120,13 @@ class Audit:
         """Requests asked after the run's loop, and the blocks they give (None: none)."""
         return None
 
-    def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, Any]:
-        """metrics.json extra blocks from the run's records ({} when they carry nothing of this audit); called for
-        every registered audit, since records may carry an audit's details without the audit asked for."""
+    def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, Block]:
+        """metrics.json extra blocks from the run's records, typed where they are computed ({} when the records carry
+        nothing of this audit); called for every registered audit, since records may carry what an audit reads
+        without the audit asked for (e.g. comparisons asked in both orders)."""
         return {}
 
-    def from_run_dir(self, cfg: Any, task: Any, records: list[Any], run_dir: str | Path) -> dict[str, Any]:
+    def from_run_dir(self, cfg: Any, task: Any, records: list[Any], run_dir: str | Path) -> dict[str, Block]:
         """metrics.json extra blocks from what the run wrote in its run dir besides its records (e.g. a judge's
         records under judge/), read after every pass of the run (its loop, the audits' extra requests, the judge
         pass); called for every registered audit by a run and a merge of its shards ({} when there is nothing)."""

@@ -41,7 +41,8 @@ from recbench.audits.contamination_probe import (  # noqa: F401 - the probe's re
     read_probe,
     same_title,
 )
-from recbench.audits.contamination_blocks import BLOCK, CONTAMINATION_TABLE, ContaminationBlock, summary_line
+from recbench.audits.contamination_blocks import (BLOCK, CONTAMINATION_TABLE, ContaminationBlock, Gap, Score,
+                                                  summary_line)
 from recbench.api.types import Example
 from recbench.store.schema import SampleRecord, SchemaError, read_run
 
@@ -155,8 +156,8 @@ def units(records: list[SampleRecord], metric: str, cluster_by: Optional[str]) -
     return out
 
 
-def contamination_block(cfg: Any, task: Any, records: list[SampleRecord]) -> dict[str, Any]:
-    """metrics.json extra.contamination ({} when the split is off): the probe, the examples per split value, the
+def contamination_block(cfg: Any, task: Any, records: list[SampleRecord]) -> dict[str, ContaminationBlock]:
+    """metrics.json extra.contamination, typed ({} when the split is off): the probe, the examples per split value, the
     headline on recalled examples and on the clean subset (mean and bootstrap CI, as the breakdown has them), and the
     gap with its test, on per-example (or per-cluster) values."""
     if not enabled(cfg):
@@ -174,16 +175,16 @@ def contamination_block(cfg: Any, task: Any, records: list[SampleRecord]) -> dic
     per_unit = units(records, head, task.cluster_by)
     k0, n0 = probe.control
     real = probe.verdict.get("real") or {}
-    return {"contamination": {
-        "probe_run": str(probe.dir), "probe_task": probe.task, "probe_method": probe.method, "probe_model": probe.model,
-        "probe": {"items_asked": len(probe.recalled), "items_recalled": sum(probe.recalled.values()),
-                  "coverage": real.get("rate"), "control_recalled": k0, "control_asked": n0,
-                  "flagged": (probe.verdict.get("difference") or {}).get("flagged")},
-        "metric": head, "direction": run_info(task, [head])[head].direction,
-        "unit": task.cluster_by or "example", "examples": {v: len(by[v]) for v in ORDER},
-        "recalled": score["yes"], "clean": score["no"],
-        "gap": gap_test(per_unit["yes"], per_unit["no"], n_resamples=int(c.n_resamples), alpha=float(c.alpha),
-                        seed=seed, level=level, n_boot=n_boot)}}
+    return {BLOCK: ContaminationBlock(
+        probe_run=str(probe.dir), probe_task=probe.task, probe_method=probe.method, probe_model=probe.model,
+        probe={"items_asked": len(probe.recalled), "items_recalled": sum(probe.recalled.values()),
+               "coverage": real.get("rate"), "control_recalled": k0, "control_asked": n0,
+               "flagged": (probe.verdict.get("difference") or {}).get("flagged")},
+        metric=head, direction=run_info(task, [head])[head].direction,
+        unit=task.cluster_by or "example", examples={v: len(by[v]) for v in ORDER},
+        recalled=Score.from_dict(score["yes"]), clean=Score.from_dict(score["no"]),
+        gap=Gap.from_dict(gap_test(per_unit["yes"], per_unit["no"], n_resamples=int(c.n_resamples),
+                                   alpha=float(c.alpha), seed=seed, level=level, n_boot=n_boot)))}
 
 
 class ContaminationSplit(Audit):

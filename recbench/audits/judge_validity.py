@@ -201,8 +201,8 @@ def self_preference(manifest: dict[str, Any], block_scores: dict[str, Any], pair
     return {"self_judged": own, "reference_self_judged": ref, "own_scores": scores_of_own}
 
 
-def validity_block(cfg: Any, records: list[Any], run_dir: str | Path) -> dict[str, Any]:
-    """metrics.json's extra.judge_validity from a run's judge dirs ({} when the run was not judged)."""
+def validity_block(cfg: Any, records: list[Any], run_dir: str | Path) -> dict[str, JudgeValidityBlock]:
+    """metrics.json's extra.judge_validity, typed, from a run's judge dirs ({} when the run was not judged)."""
     tags = configured_tags(cfg)
     dirs = judge_records(run_dir) if tags is not None else {}
     if tags is None or tags[0] not in dirs:
@@ -230,8 +230,9 @@ def validity_block(cfg: Any, records: list[Any], run_dir: str | Path) -> dict[st
     block["noise"] = noise(main, again, ids, pairwise, cfg.judge.get("temperature"), alpha) if again else None
     block["note"] = ("judged answers whose judge answer did not parse are left out of every statistic; "
                      "pairwise position counts pairs whose two orders both parsed")
-    block["findings"] = findings(JudgeValidityBlock.from_dict(block))
-    return {KEY: block}
+    typed = JudgeValidityBlock.from_dict(block)  # the statistics' records typed once, here; the findings read them
+    typed.findings = findings(typed)
+    return {KEY: typed}
 
 
 #: the report's Bradley-Terry ranking of runs judged pairwise, a table of its own rows built by the report

@@ -28,7 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.api.audits import Audit, AuditRun, Extra, register
 from recbench.api.errors import ConfigError
-from recbench.audits.noise_blocks import KEY, NOISE_TABLE, NoiseBlock, floor_of, summary_line  # noqa: F401
+from recbench.audits.noise_blocks import (KEY, NOISE_TABLE, NoiseBlock, Share, Shift, floor_of,  # noqa: F401
+                                          summary_line)
 from recbench.api.types import Request, Response
 from recbench.backends.base import Backend
 
@@ -162,10 +163,11 @@ def noise_floor(run: AuditRun) -> Optional[Extra]:
     block = noise_aggregates(run.records, redecoded, headline_metric=run.task.headline_metric,
                              breakdown_by=run.task.breakdown_by, settings=settings, reference=reference,
                              level=run.cfg.run.ci_level, seed=run.cfg.seed)
-    block[KEY]["this_invocation"] = {"backend_calls": stats.backend_calls, "cache_hits": stats.cache_hits,
-                                     "backend_errors": stats.backend_errors, "wall_time_s": time.time() - t0}
-    block[KEY]["records"] = f"noise/{tag}/samples.jsonl"
-    block[KEY]["backend_params"] = in_force  # what the re-decoding backend reports (None: all cached)
+    b = block[KEY]
+    b.this_invocation = {"backend_calls": stats.backend_calls, "cache_hits": stats.cache_hits,
+                         "backend_errors": stats.backend_errors, "wall_time_s": time.time() - t0}
+    b.records = f"noise/{tag}/samples.jsonl"
+    b.backend_params = in_force  # what the re-decoding backend reports (None: all cached)
     return Extra(blocks=block, stats=stats)
 
 
@@ -189,17 +191,17 @@ def _texts_changed(run_rec: Any, redecoded: Any) -> bool:
     return any(sorted(texts) != sorted(by_prompt.get(h, [])) for h, texts in again.items())
 
 
-def _share(k: int, n: int, level: float) -> dict[str, Any]:
+def _share(k: int, n: int, level: float) -> Share:
     """A share with its exact (Clopper-Pearson) CI (scipy.stats.binomtest)."""
     if n == 0:
-        return {"count": 0, "n": 0, "share": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+        return Share(count=0, n=0, share=math.nan, ci_low=math.nan, ci_high=math.nan)
     from scipy import stats
 
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
-    return {"count": int(k), "n": int(n), "share": k / n, "ci_low": float(ci.low), "ci_high": float(ci.high)}
+    return Share(count=int(k), n=int(n), share=k / n, ci_low=float(ci.low), ci_high=float(ci.high))
 
 
-def metric_shift(run_values, redecoded, *, n_boot: int = 9999, level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+def metric_shift(run_values, redecoded, *, n_boot: int = 9999, level: float = 0.95, seed: int = 0) -> Shift:
     """The mean difference re-decode minus run over the examples defined in both, its paired bootstrap CI, the
     sign-flip p, and the noise floor max(|ci_low|, |ci_high|) (|diff| when the CI is undefined)."""
     from recbench.stats.paired import paired_bootstrap_ci, sign_flip_test
@@ -209,19 +211,18 @@ def metric_shift(run_values, redecoded, *, n_boot: int = 9999, level: float = 0.
     ok = ~(np.isnan(a) | np.isnan(b))
     a, b = a[ok], b[ok]
     if not len(a):
-        return {"n": 0, "diff": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan,
-                "floor": math.nan}
+        return Shift(n=0, diff=math.nan, ci_low=math.nan, ci_high=math.nan, p_value=math.nan, floor=math.nan)
     diff = float(np.mean(a - b))
     lo, hi = paired_bootstrap_ci(a, b, n_resamples=n_boot, level=level, seed=seed)
     p = sign_flip_test(a, b, seed=seed).p_value
     floor = max(abs(lo), abs(hi)) if math.isfinite(lo) and math.isfinite(hi) else abs(diff)
-    return {"n": int(len(a)), "diff": diff, "ci_low": lo, "ci_high": hi, "p_value": float(p), "floor": float(floor)}
+    return Shift(n=int(len(a)), diff=diff, ci_low=lo, ci_high=hi, p_value=float(p), floor=float(floor))
 
 
 def noise_aggregates(run_records: list, redecoded: list, *, headline_metric: str, breakdown_by: tuple = (),
                      settings: dict[str, Any], reference: dict[str, Any], level: float = 0.95, seed: int = 0,
-                     alpha: float = 0.05, n_boot: int = 9999) -> dict[str, Any]:
-    """metrics.json's noise-floor block: answers that changed (raw text of any request; scored prediction), and per
+                     alpha: float = 0.05, n_boot: int = 9999) -> dict[str, NoiseBlock]:
+    """metrics.json's noise-floor block, typed: answers that changed (raw text of any request; scored prediction), and per
     metric (overall and per breakdown slice) the shift caused by the re-decode and the noise floor."""
     by_id = {r.id: r for r in redecoded}
     pairs = [(r, by_id[r.id]) for r in sorted(run_records, key=lambda r: r.id) if r.id in by_id]
@@ -231,7 +232,7 @@ def noise_aggregates(run_records: list, redecoded: list, *, headline_metric: str
     n_calls = sum(len(b.calls) for _, b in pairs)
     metrics = list(dict.fromkeys(m for a, _ in pairs for m in a.metrics))
 
-    def shifts(sub: list) -> dict[str, Any]:
+    def shifts(sub: list) -> dict[str, Shift]:
         def val(r, m):
             v = r.metrics.get(m)
             return math.nan if v is None else float(v)
@@ -244,22 +245,19 @@ def noise_aggregates(run_records: list, redecoded: list, *, headline_metric: str
         for v in sorted({str(a.meta[key]) for a, _ in pairs if key in a.meta}):
             sub = [(a, b) for a, b in pairs if str(a.meta.get(key)) == v]
             by_slice[f"{key}={v}"] = shifts(sub)
-    head = overall.get(headline_metric, {})
+    head = overall.get(headline_metric) or Shift(floor=math.nan, p_value=math.nan)
     answers = _share(sum(texts), len(pairs), level)
-    return {KEY: {
-        "settings": settings, "tag": noise_tag(settings), "reference": reference,
-        "examples": len(pairs), "examples_not_redecoded": len(run_records) - len(pairs), "requests": n_calls,
-        "metric": headline_metric,
-        "answers_changed": answers,
-        "predictions_changed": _share(sum(preds), len(pairs), level),
-        "parse_status_changed": int(sum(status)),
-        "metrics": overall, "by_slice": by_slice,
-        "floor": head.get("floor", math.nan),
-        "flips_detected": bool(answers["count"] > 0),
-        "metric_moved": bool(math.isfinite(head.get("p_value", math.nan)) and head["p_value"] < alpha),
-        "note": ("diff = re-decode minus run, per example; floor = max(|ci_low|, |ci_high|) of its paired bootstrap CI; "
-                 "the run's answers are whatever the cache holds for them (the cache key has no batch size)"),
-    }}
+    return {KEY: NoiseBlock(
+        settings=settings, tag=noise_tag(settings), reference=reference,
+        examples=len(pairs), examples_not_redecoded=len(run_records) - len(pairs), requests=n_calls,
+        metric=headline_metric, answers_changed=answers,
+        predictions_changed=_share(sum(preds), len(pairs), level),
+        parse_status_changed=int(sum(status)), metrics=overall, by_slice=by_slice,
+        floor=head.floor if head.floor is not None else math.nan,
+        flips_detected=bool(answers.count > 0),
+        metric_moved=bool(head.p_value is not None and math.isfinite(head.p_value) and head.p_value < alpha),
+        note=("diff = re-decode minus run, per example; floor = max(|ci_low|, |ci_high|) of its paired bootstrap CI; "
+              "the run's answers are whatever the cache holds for them (the cache key has no batch size)"))}
 
 
 class NoiseFloor(Audit):

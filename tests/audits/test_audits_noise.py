@@ -100,11 +100,11 @@ def test_batch_invariant_double_has_no_flip_and_floor_0(tmp_path):
 def test_metric_shift_hand_values():
     # differences -1, 0, 0, -1 -> mean -0.5; floor = the larger |CI end|
     out = metric_shift([1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0], n_boot=2000)
-    assert out["diff"] == pytest.approx(-0.5) and out["n"] == 4
-    assert out["floor"] == pytest.approx(max(abs(out["ci_low"]), abs(out["ci_high"])))
-    assert out["ci_low"] == pytest.approx(-1.0) and out["ci_high"] == pytest.approx(0.0)
+    assert out.diff == pytest.approx(-0.5) and out.n == 4
+    assert out.floor == pytest.approx(max(abs(out.ci_low), abs(out.ci_high)))
+    assert out.ci_low == pytest.approx(-1.0) and out.ci_high == pytest.approx(0.0)
     nan = metric_shift([math.nan, 1.0], [0.0, 1.0])
-    assert nan["n"] == 1 and nan["diff"] == 0.0 and nan["floor"] == 0.0
+    assert nan.n == 1 and nan.diff == 0.0 and nan.floor == 0.0
 
 
 def test_noise_config_errors(tmp_path):

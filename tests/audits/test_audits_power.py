@@ -58,7 +58,7 @@ def test_template_audit_flags_at_most_5_percent_of_null_doubles(listwise):
     assert not any(_detected(audit, exs, (1.0, 1.0, 1.0), s) for s in range(20))  # invariant: p = 1 every time
 
 
-def _noise_block(method, exs, flip, seed) -> dict:
+def _noise_block(method, exs, flip, seed):
     ref = BatchSensitive(flip, seed=seed)
     run = drive(method, ref, exs)
     ref.batch_size = 4
@@ -71,12 +71,12 @@ def test_noise_audit_power_and_null(listwise):
     task, method = listwise
     exs = select_examples(task.load(), NOISE_N, "stratified", 0, task.breakdown_by)
     blocks = [_noise_block(method, exs, NOISE_FLIP, s) for s in range(NOISE_SEEDS)]
-    power = sum(b["flips_detected"] for b in blocks) / NOISE_SEEDS
-    moved = sum(b["metric_moved"] for b in blocks) / NOISE_SEEDS
-    share = sum(b["answers_changed"]["share"] for b in blocks) / NOISE_SEEDS
+    power = sum(b.flips_detected for b in blocks) / NOISE_SEEDS
+    moved = sum(b.metric_moved for b in blocks) / NOISE_SEEDS
+    share = sum(b.answers_changed.share for b in blocks) / NOISE_SEEDS
     print(f"noise audit: planted flip {NOISE_FLIP}, n={NOISE_N}: answers changed in {share:.3f} of examples on "
           f"average; flips detected in {power:.2f} of {NOISE_SEEDS} seeds; headline moved (p < 0.05) in {moved:.2f}")
     assert power >= 0.8
     nulls = [_noise_block(method, exs, 0.0, s) for s in range(20)]
-    assert not any(b["flips_detected"] or b["metric_moved"] for b in nulls)
-    assert all(b["floor"] == 0.0 for b in nulls)
+    assert not any(b.flips_detected or b.metric_moved for b in nulls)
+    assert all(b.floor == 0.0 for b in nulls)
