@@ -143,7 +143,10 @@ class Audit:
 
 
 def _discover() -> None:
-    """Every module of the audits package, imported so that each registers (the full list is asked for)."""
+    """Every module of the audits package, imported once so that each registers (the full list is asked for)."""
+    if _DISCOVERED:
+        return
+    _DISCOVERED.append(True)
     package = importlib.import_module(AUDITS_PACKAGE)
     for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         importlib.import_module(f"{AUDITS_PACKAGE}.{m.name}")
@@ -151,14 +154,17 @@ def _discover() -> None:
 
 #: every audit by key (api/registry.py: a key taken twice is an error, a non-Audit refused at registration); the
 #: audits package declares the shipped ones as 'module:attribute' (recbench/audits/__init__.py), imported on first use
-AUDITS: Registry[Audit] = Registry("audit", lambda a: isinstance(a, Audit), "an Audit instance", discover=_discover)
+AUDITS: Registry[Audit] = Registry("audit", lambda a: isinstance(a, Audit), "an Audit instance")
 #: every metrics.json audit block's typed record by extra key, declared the same way: reading a metrics.json imports
 #: the block modules of the keys it holds, no audit
 BLOCKS: Registry[type] = Registry("audit block", lambda t: isinstance(t, type) and issubclass(t, Block),
                                   "a Block class")
 _DECLARED: list[bool] = []
+_DISCOVERED: list[bool] = []
 #: the audit that writes each block key
 _OWNER: dict[str, str] = {}
+#: a declared audit's switches: the config keys that ask for it (one set: imported and asked; () = every run)
+_SWITCHES: dict[str, tuple[str, ...]] = {}
 
 
 def _declared() -> None:
@@ -168,10 +174,12 @@ def _declared() -> None:
         importlib.import_module(AUDITS_PACKAGE)
 
 
-def declare(key: str, where: str, blocks: dict[str, str]) -> None:
-    """Declare an audit (`where`: 'module:attribute') and its blocks (extra key -> 'module:Class') without importing
-    them (recbench/audits/__init__.py's table)."""
+def declare(key: str, where: str, blocks: dict[str, str], switches: tuple[str, ...] = ()) -> None:
+    """Declare an audit (`where`: 'module:attribute'), its blocks (extra key -> 'module:Class') and its switches (the
+    config keys that ask for it, e.g. 'audit.orders'; () = asked on every run) without importing them
+    (recbench/audits/__init__.py's table): a run imports only the audits its config switches on."""
     AUDITS.declare(key, where)
+    _SWITCHES[key] = tuple(switches)
     for k, w in blocks.items():
         BLOCKS.declare(k, w)
         _OWNER[k] = key
@@ -204,12 +212,32 @@ def unregister(key: str) -> None:
 def registered() -> list[Audit]:
     """Every audit, by rank (then key), every audit module imported."""
     _declared()
+    _discover()
     return sorted((a for _, a in AUDITS.items()), key=lambda a: a.rank)
 
 
+def _switched_on(cfg: Any, key: str) -> bool:
+    """Whether a config value at a dotted key is set: not missing, 0, false, empty or 'none'."""
+    v: Any = cfg
+    for part in key.split("."):
+        v = v.get(part) if hasattr(v, "get") else None
+        if v is None:
+            return False
+    return v not in (0, False, "", "none", "null")
+
+
+def asked(cfg: Any) -> list[Audit]:
+    """The audits a run of this config asks its hooks of, by rank: those declared without switches, those a switch
+    of the config turns on, and every audit registered in code; the others are not imported."""
+    _declared()
+    keys = [k for k in AUDITS.names() if k not in _SWITCHES or not _SWITCHES[k]
+            or any(_switched_on(cfg, s) for s in _SWITCHES[k])]
+    return sorted((AUDITS.get(k) for k in keys), key=lambda a: a.rank)
+
+
 def enabled(cfg: Any) -> list[Audit]:
-    """The audits the config asks for."""
-    return [a for a in registered() if a.enabled(cfg)]
+    """The audits the config asks for (each one's `enabled`)."""
+    return [a for a in asked(cfg) if a.enabled(cfg)]
 
 
 def terminal_lines(blocks: dict[str, Block]) -> list[str]:

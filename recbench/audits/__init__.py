@@ -8,20 +8,26 @@ from __future__ import annotations
 
 import recbench.api.audits as _audits
 
-#: audit key -> where its registered instance lives, and its metrics.json blocks -> their typed records
-TABLE: dict[str, tuple[str, dict[str, str]]] = {
+#: audit key -> where its registered instance lives, its metrics.json blocks -> their typed records, and the config
+#: keys that switch it on (a run imports only the audits its config switches on; () = every run: the order audit's
+#: pair consistency is read from any record that carries comparisons asked in both orders)
+TABLE: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
     "order_audit": ("recbench.audits.order:AUDIT",
                     {"order_audit": "recbench.audits.order_blocks:OrderBlock",
-                     "pair_order_consistency": "recbench.audits.order_blocks:PairOrderBlock"}),
+                     "pair_order_consistency": "recbench.audits.order_blocks:PairOrderBlock"}, ()),
     "template_audit": ("recbench.audits.templates:AUDIT",
-                       {"template_audit": "recbench.audits.template_blocks:TemplateBlock"}),
-    "noise_floor": ("recbench.audits.noise:AUDIT", {"noise_floor": "recbench.audits.noise_blocks:NoiseBlock"}),
+                       {"template_audit": "recbench.audits.template_blocks:TemplateBlock"}, ("audit.templates",)),
+    "noise_floor": ("recbench.audits.noise:AUDIT", {"noise_floor": "recbench.audits.noise_blocks:NoiseBlock"},
+                    ("audit.noise.batch_size", "audit.noise.dtype")),
     "contamination": ("recbench.audits.contamination:AUDIT",
-                      {"contamination": "recbench.audits.contamination_blocks:ContaminationBlock"}),
+                      {"contamination": "recbench.audits.contamination_blocks:ContaminationBlock"},
+                      ("contamination.probe_run",)),
     "judge_validity": ("recbench.audits.judge_validity:AUDIT",
-                       {"judge_validity": "recbench.audits.judge_validity_blocks:JudgeValidityBlock"}),
-    "seed_audit": ("recbench.audits.seeds:AUDIT", {"seed_audit": "recbench.audits.seed_blocks:SeedBlock"}),
+                       {"judge_validity": "recbench.audits.judge_validity_blocks:JudgeValidityBlock"},
+                       ("judge.name",)),
+    "seed_audit": ("recbench.audits.seeds:AUDIT", {"seed_audit": "recbench.audits.seed_blocks:SeedBlock"},
+                   ("audit.seeds",)),
 }
 
-for _key, (_where, _blocks) in TABLE.items():
-    _audits.declare(_key, _where, _blocks)
+for _key, (_where, _blocks, _switches) in TABLE.items():
+    _audits.declare(_key, _where, _blocks, _switches)

@@ -42,10 +42,11 @@ def prepare_task(cfg: Any, task: Any) -> None:
 
 
 def blocks(cfg: Any, task: Any, records: list[Any], run_dir: Optional[str | Path] = None) -> dict[str, Any]:
-    """Every registered audit's metrics.json blocks from the run's records and (`run_dir`) what the run wrote beside
-    them, e.g. the judge's records (a run and a merge of its shards)."""
+    """The metrics.json blocks of every audit the run asks (api/audits.py `asked`: switched on by the config, or
+    declared for every run) from the run's records and (`run_dir`) what the run wrote beside them, e.g. the judge's
+    records (a run and a merge of its shards)."""
     out: dict[str, Any] = {}
-    for a in audits.registered():
+    for a in audits.asked(cfg):
         out.update(a.aggregate(cfg, task, records))
         if run_dir is not None:
             out.update(a.from_run_dir(cfg, task, records, run_dir))

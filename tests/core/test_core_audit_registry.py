@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,29 @@ def test_reading_a_metrics_json_imports_no_audit_and_no_report():
             "print(sorted(m for m in sys.modules if m.startswith(('recbench.audits', 'recbench.report'))))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['recbench.audits', 'recbench.audits.seed_blocks']"
+
+
+def test_every_audit_module_is_declared_in_the_table():
+    """A module of recbench/audits that registers an audit has its line in the package's table (else a run whose
+    config switches it on would not import it)."""
+    from recbench.audits import TABLE
+
+    shipped = {a.key for a in audits.registered() if type(a).__module__.startswith("recbench.audits.")}
+    assert shipped == set(TABLE)
+    assert all(audits.BLOCKS.get(k) is tp for a in audits.registered() for k, tp in a.blocks.items())
+
+
+def test_a_run_imports_only_the_audits_its_config_switches_on(tmp_path):
+    code = ("import sys\n"
+            "from recbench.run.evaluate import run_from_config\n"
+            "from tests.doubles import ScriptedBackend\n"
+            "from tests.toy import toy_cfg\n"
+            "from tests.toy.scripted import reverse\n"
+            "for name, more in (('plain', []), ('seeds', ['audit.seeds=2', 'sampling.temperature=0.5'])):\n"
+            f"    cfg = toy_cfg(['limit=3', 'cache.path={tmp_path / 'c.sqlite'}', *more])\n"
+            f"    run_from_config(cfg, '{tmp_path}/' + name, backend=ScriptedBackend(reverse))\n"
+            "    print(sorted(m for m in sys.modules if m.startswith('recbench.audits.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(Path(__file__).resolve().parents[2])).stdout.splitlines()
+    plain = ["recbench.audits.order", "recbench.audits.order_blocks", "recbench.audits.variants"]
+    assert out == [str(plain), str(sorted(plain + ["recbench.audits.seed_blocks", "recbench.audits.seeds"]))]
