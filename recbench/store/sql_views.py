@@ -37,7 +37,8 @@ METRICS_COLUMNS = {
 }
 #: samples.jsonl's columns (store/records.py SampleRecord)
 SAMPLES_COLUMNS = {"id": "VARCHAR", "meta": "JSON", "prediction": "JSON", "parse_status": "VARCHAR",
-                   "details": "JSON", "metrics": "MAP(VARCHAR, DOUBLE)", "calls": "JSON", "truth": "JSON"}
+                   "details": "JSON", "metrics": "MAP(VARCHAR, DOUBLE)", "calls": "JSON", "truth": "JSON",
+                   "variants": "JSON"}  # what each variant an audit asked answered (api/variant.py)
 VIEWS = ("runs", "metrics", "samples")
 
 
