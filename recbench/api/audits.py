@@ -136,6 +136,11 @@ class Audit:
         """What plan mode says about this audit's requests (None: nothing)."""
         return None
 
+    def variants_per_example(self, cfg: Any) -> int:
+        """How many variants of each example this audit's wrapper asks (1: it wraps nothing); `variants_asked`
+        multiplies them, e.g. to count the plain method's requests among the run's."""
+        return 1
+
     def terminal_line(self, blocks: dict[str, Block]) -> Optional[str]:
         """The audit in one terminal line from a run's typed audit blocks (RunResult.audits; None when it has none);
         an audit with several findings gives one line each, joined by newlines."""
@@ -238,6 +243,14 @@ def asked(cfg: Any) -> list[Audit]:
 def enabled(cfg: Any) -> list[Audit]:
     """The audits the config asks for (each one's `enabled`)."""
     return [a for a in asked(cfg) if a.enabled(cfg)]
+
+
+def variants_asked(cfg: Any) -> int:
+    """How many variants of each example the enabled audits ask together (1: the plain run only)."""
+    out = 1
+    for a in enabled(cfg):
+        out *= max(1, int(a.variants_per_example(cfg)))
+    return out
 
 
 def terminal_lines(blocks: dict[str, Block]) -> list[str]:

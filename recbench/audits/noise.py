@@ -26,7 +26,7 @@ from typing import Any, Optional
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from recbench.api.audits import Audit, AuditRun, Extra, register
+from recbench.api.audits import Audit, AuditRun, Extra, register, variants_asked
 from recbench.api.errors import ConfigError
 from recbench.audits.noise_blocks import (KEY, NOISE_TABLE, NoiseBlock, Share, Shift, floor_of,  # noqa: F401
                                           summary_line)
@@ -283,11 +283,9 @@ class NoiseFloor(Audit):
     def plan_note(self, cfg: Any, unique_requests: int) -> Optional[str]:
         """The plain method's distinct requests are decoded once more under the noise namespace."""
         audit = cfg.get("audit") or {}
-        n_t = int(audit.get("templates", 0) or 0) or 1
-        n_o = int(audit.get("orders", 0) or 0) or 1
         return (f"audit.noise ({noise_tag(noise_settings(audit))}): the plain method's distinct requests (about "
-                f"{unique_requests // (n_t * n_o)}: template 0, order 0) are decoded again with these settings, "
-                "under their own cache namespace: that many more backend calls on the first run")
+                f"{unique_requests // variants_asked(cfg)}: the plain variant of each example) are decoded again with "
+                "these settings, under their own cache namespace: that many more backend calls on the first run")
 
     def terminal_line(self, blocks: dict[str, Any]) -> Optional[str]:
         """Answers changed, headline shift, floor."""

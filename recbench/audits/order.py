@@ -166,6 +166,10 @@ class DisplayOrders(Audit):
         """K display orders per example."""
         return maybe_audit(task, method, cfg.get("audit"))
 
+    def variants_per_example(self, cfg: Any) -> int:
+        """K display orders."""
+        return int((cfg.get("audit") or {}).get("orders", 0) or 0) or 1
+
     def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, Block]:
         """extra.order_audit and extra.pair_order_consistency (computed here only, once per run)."""
         return audit_aggregates(records, task.headline_metric)

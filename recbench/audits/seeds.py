@@ -121,6 +121,10 @@ class SamplingSeeds(Audit):
         """K sampling seeds per example."""
         return maybe_seed_audit(task, method, audit_k(cfg))
 
+    def variants_per_example(self, cfg: Any) -> int:
+        """K sampling seeds."""
+        return audit_k(cfg) or 1
+
     def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, Block]:
         """extra.seed_audit."""
         temperature = (cfg.get("sampling") or {}).get("temperature")

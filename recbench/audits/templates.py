@@ -173,6 +173,10 @@ class PromptTemplates(Audit):
         """K paraphrased prompts per example."""
         return maybe_template_audit(task, method, cfg.get("audit"))
 
+    def variants_per_example(self, cfg: Any) -> int:
+        """K templates."""
+        return audit_k(cfg.get("audit")) or 1
+
     def aggregate(self, cfg: Any, task: Any, records: list[Any]) -> dict[str, TemplateBlock]:
         """extra.template_audit."""
         return template_aggregates(records, task.headline_metric, n_boot=cfg.run.bootstrap_resamples,

@@ -95,3 +95,20 @@ def test_refusals_name_the_fix(tmp_path):
         _run(tmp_path, ScriptedBackend(by_seed), "audit.seeds=1")
     with pytest.raises(ConfigError, match=r"audit.seeds=2: method 'toy_popular' of task 'toy' asks no model"):
         _run(tmp_path, None, "method=toy_popular", "audit.seeds=2")
+
+
+def test_plan_counts_the_seeds_and_the_noise_note_the_plain_variant(tmp_path):
+    """mode=plan asks the wrapped method: K seeds x K orders distinct requests per example; the noise floor's note
+    counts the plain variant's (api/audits.variants_asked: no audit reads another's config)."""
+    from recbench.api import audits
+    from recbench.run.plan import plan_from_config
+
+    base = [f"limit={N}", "run.limit_strategy=stratified", f"cache.path={tmp_path / 'c.sqlite'}",
+            "sampling.temperature=0.7"]
+    plain = plan_from_config(toy_cfg([*base, "mode=plan"]), tmp_path / "p0")
+    cfg = toy_cfg([*base, "mode=plan", "audit.seeds=3", "audit.orders=2", "audit.noise.batch_size=4"])
+    assert audits.variants_asked(cfg) == 6
+    both = plan_from_config(cfg, tmp_path / "p1")
+    assert plain.unique_requests == N and N < both.unique_requests <= 6 * N  # coinciding orders are asked once
+    note = next(n for n in both.notes if n.startswith("audit.noise"))
+    assert f"about {both.unique_requests // 6}:" in note
