@@ -2,6 +2,7 @@
 
     python benchmarks/bench_startup.py --before-rev 8911832 --reps 5 --label issue44
     python benchmarks/bench_startup.py --reps 3 --no-reference          # start-up only, this checkout
+    python benchmarks/bench_startup.py --before-rev REV --also head_without=/path/to/tree --reps 5
 
 The same command as bench_engine.py's reference section (`python -m recbench task=perrec model=smollm2-openai
 model.backend.base_url=<stub> method=listwise|pairwise run.progress=false`, the 120 bundled groups, a warm derived-data
@@ -127,6 +128,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before-rev", help="a commit to export and measure first (the baseline)")
     ap.add_argument("--before", type=Path, help="an older checkout to measure first (the baseline)")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=DIR",
+                    help="another tree to measure between the baseline and this checkout (repeatable)")
     ap.add_argument("--reps", type=int, default=5, help="recbench runs per tree and method")
     ap.add_argument("--methods", default="listwise,pairwise")
     ap.add_argument("--limit", type=int, default=None, help="groups (default: all 120, as bench_engine's reference)")
@@ -142,6 +145,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     with tempfile.TemporaryDirectory(prefix="rb_bench_startup_") as d:
         tmp = Path(d)
         trees = [("after", ROOT)]
+        for spec in reversed(a.also):
+            name, _, path = spec.partition("=")
+            trees.insert(0, (name, link_roots(Path(path).resolve())))
         if a.before_rev or a.before:
             trees.insert(0, ("before", export_rev(a.before_rev, tmp / "before") if a.before_rev
                              else link_roots(a.before.resolve())))
