@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Any, Optional
 
-from recbench.api.errors import ConfigError
+from recbench.api.errors import ConfigError, DataError
 from recbench.run.construct import CONFIG_MODULE, build_backend, build_task, register_resolvers
 
 
@@ -29,11 +29,20 @@ def tool_module(name: str) -> Any:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Compose the config, build the task and the backend, and hand them to the tool's run_tool."""
+    """Compose the config, build the task and the backend, and hand them to the tool's run_tool (a ConfigError or a
+    DataError: one line on stderr, exit status 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0 if argv else 2)
+    try:
+        _run(argv)
+    except (ConfigError, DataError) as e:
+        print(f"recbench.tool: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _run(argv: list[str]) -> None:
     module = tool_module(argv[0])
     keys = tuple(getattr(module, "TOOL_KEYS", ()))
     args = dict(a.split("=", 1) for a in argv[1:] if a.split("=", 1)[0] in keys)

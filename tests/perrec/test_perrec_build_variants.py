@@ -170,8 +170,11 @@ def test_profiles_cli_writes_a_file_with_another_backend(tmp_path, data_dir, mon
     with pytest.raises(SystemExit) as stop:
         tool.main(argv)
     assert stop.value.code == 2 and "out=built/ml/profiles.json" in capsys.readouterr().out and len(built) == 1
-    with pytest.raises(ConfigError, match="is not a tool"):
+    with pytest.raises(SystemExit) as stop:
         tool.main(["perrec.metrics", "out=x"])
+    assert stop.value.code == 2 and "is not a tool" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="no tool module 'recbench.tasks.perrec.nope'"):
+        tool.tool_module("perrec.nope")
 
 
 def test_report_pearson_over_runs(tmp_path):
