@@ -326,9 +326,9 @@ class Task(abc.ABC):
         return {s.name: s for s in (*self.metric_specs, *judged)}
 
     def run_facts(self, records: Iterable[Any]) -> dict[str, Any]:
-        """What metrics.json `extra` records about the run besides metrics (strata thresholds, chance levels, what
-        the reference is): mappings, lists or text, never a bare number (a number over the run is a corpus metric,
-        declared in metric_specs). Optional."""
+        """What metrics.json `extra` records about the run besides metrics: mappings, lists or text, never a bare
+        number (that is a corpus metric, in metric_specs). The core reads only the keys api/facts.py `RunFacts`
+        declares (verdict lines `summary`, chance levels `random_expectation`, a probe's verdict), typed. Optional."""
         return {}
 
     def plan_power(self, examples: Sequence[Example], alpha: float, power: float, effect: float) -> Optional[dict]:

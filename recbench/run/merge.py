@@ -14,6 +14,7 @@ from typing import Any, Iterable, Optional
 from omegaconf import OmegaConf
 
 from recbench.run.judging import merge_judges
+from recbench.store.facts import Invocation
 from recbench.store.schema import RunResult
 from recbench.store.shards import (
     ShardDir,
@@ -113,9 +114,9 @@ def merge_shards(dirs: Iterable[str | Path], out: Optional[str | Path] = None, c
         unresolved |= {e.id for e in s.errors if e.id in own and e.id not in done}
         by_id.update((r.id, r) for r in s.records if r.id in own)
     records = [by_id[str(e.id)] for e in selection if str(e.id) in by_id]  # the selection's order
-    inv: dict[str, Any] = {k: sum((s.metrics or {}).get("this_invocation", {}).get(k) or 0 for s in shards)
-                           for k in _COUNTERS}
-    inv.update(model_loaded=any((s.metrics or {}).get("this_invocation", {}).get("model_loaded") for s in shards),
+    last = [Invocation.from_dict((s.metrics or {}).get("this_invocation") or {}) for s in shards]
+    inv: dict[str, Any] = {k: sum(getattr(i, k) or 0 for i in last) for k in _COUNTERS}
+    inv.update(model_loaded=any(i.model_loaded for i in last),
                merged_shards=len(shards), total_wall_time_s=time.time() - t0)
     result = result_of(cfg, task, method, records, backend_errors=len(unresolved),  # judge dirs joined by tag first
                        complete=complete and len(records) == len(selection), run_dir=out_dir, this_invocation=inv,

@@ -1,6 +1,7 @@
 """docs/new_backend.md is a test: its example backend (the schema block, the module block, the model YAML), taken from
-the page as written and added as the page says (its own three files, no other file edited), evaluates PerRecBench listwise on the bundled data against the stub server, as a model config
-(model=tiny) and as an object handed to run_from_config; the page's rules hold for it (answers recorded with their
+the page as written and added as the page says (its own three files, no other file edited), evaluates PerRecBench
+listwise on the bundled data against the stub server, as a model config (model=tiny) and as an object handed to
+run_from_config; the page's rules hold for it (answers recorded with their
 parse status, identity in versions.json and the cache key, the empty-answer rule, a dead server is exit 2)."""
 from __future__ import annotations
 

@@ -36,7 +36,8 @@ def test_cost_and_metric_info_round_trip_typed():
             "completion_tokens": 5, "prompt_cost": 1e-05, "completion_cost": 1e-05, "total": 2e-05, "source": "x",
             "this_invocation": 0.0}
     c = Cost.from_dict(cost)
-    assert (c.total, c.currency, c.this_invocation) == (2e-05, "USD", 0.0) and json.dumps(c.to_dict()) == json.dumps(cost)
+    assert (c.total, c.currency, c.this_invocation) == (2e-05, "USD", 0.0)
+    assert json.dumps(c.to_dict()) == json.dumps(cost)
     info = {"higher_is_better": False, "direction": "lower", "binary": False, "aggregation": "corpus"}
     m = MetricInfo.from_dict(info)
     assert (m.direction, m.aggregation, m.higher_is_better) == ("lower", "corpus", False)
