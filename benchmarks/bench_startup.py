@@ -10,9 +10,10 @@ cache, an empty response cache each run) against the stub server (`start_stub_pr
 the baseline tree first (--before-rev: that commit exported with `git archive`; --before: a checkout), then this
 checkout. Reps alternate between the trees (before, after, before, after, ...), so a swing of the machine's load
 falls on both. Per run: **start-up** = the stub's first chat request's arrival (`stats()["first_at"]`, time.time())
-minus the moment the process was started (same clock: both processes are on this machine), and the whole process's
-wall. The reference client (benchmarks/reference_client.py, one request at a time, a new client per request) runs
-once per method as a process; speed-up = reference process wall / median recbench process wall, per tree, both
+minus the moment the process was started (same clock: both processes are on this machine), the whole process's
+wall and the process tree's CPU seconds (a figure load moves less than wall). The reference client
+(benchmarks/reference_client.py, one request at a time, a new client per request) runs once per method as a
+process; speed-up = reference process wall / median recbench process wall, per tree, both
 measured in this invocation. The compose cache (recbench/store/compose_cache.py) starts empty in a folder of this
 invocation: rep 0 of each method composes, the later reps read the config back (`startup_first_rep_s` is rep 0's).
 Every figure is printed with the load average at once;
@@ -64,14 +65,19 @@ def recbench_cmd(stub_url: str, method: str, derived: Path, limit: Optional[int]
 
 def timed(cmd: list[str], env: dict[str, str], cwd: Path, stub: Any) -> dict[str, Any]:
     """Run one process against the (reset) stub: start-up to the first request, wall, requests, exit code."""
+    import resource
+
     stub.reset()
     load = os.getloadavg()[0]
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall = time.time() - t0
+    ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the run's process tree (the stub is never waited for here)
     st = stub.stats()
     first = st.get("first_at")
     return {"startup_s": round(first - t0, 3) if first else None, "wall_s": round(wall, 3), "requests": st["paid"],
+            "cpu_s": round(ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime, 3),
             "rc": p.returncode, "load": round(load, 2), "tail": p.stdout[-400:] if p.returncode else ""}
 
 
@@ -115,7 +121,8 @@ def summarize(res: Results, trees: list[tuple[str, Path]], methods: list[str]) -
             ups = [r["startup_s"] for r in rows if r["startup_s"] is not None]
             s = {"runs": len(rows), "startup_median_s": round(statistics.median(ups), 3) if ups else None,
                  "startup_min_s": min(ups) if ups else None, "startup_first_rep_s": rows[0]["startup_s"],
-                 "wall_median_s": round(statistics.median(r["wall_s"] for r in rows), 3)}
+                 "wall_median_s": round(statistics.median(r["wall_s"] for r in rows), 3),
+                 "cpu_median_s": round(statistics.median(r.get("cpu_s", 0.0) for r in rows), 3)}
             ref = res.data["reference"].get(method)
             if ref and ref.get("rc") == 0:
                 s["speedup_vs_reference"] = round(ref["wall_s"] / s["wall_median_s"], 1)
