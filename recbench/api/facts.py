@@ -1,6 +1,6 @@
 """Typed JSON objects that keep their bytes: `Facts`, the base of metrics.json's typed facts (store/facts.py), and
 `MetricInfo`, one entry of metrics.json `metric_info` (what `metrics.py` `MetricSpec.info` writes and `metric_spec`
-reads back). `RunFacts`: the task facts the core reads, typed, with the `extra` keys they are written under.
+reads back). The `extra` keys of the task facts the core reads (store/facts.py `RunFacts`).
 
 A `Facts` is read with `from_dict` and written back with `to_dict` as exactly the JSON it was read from: the keys it
 had, in their order (a key this recbench does not know, e.g. a counter of an older version, is kept in `other` and
@@ -65,36 +65,7 @@ class MetricInfo(Facts):
         return {k: v if isinstance(v, MetricInfo) else MetricInfo.from_dict(v or {}) for k, v in (d or {}).items()}
 
 
-#: the metrics.json `extra` keys the core reads of a task's run, each a field of `RunFacts`
+#: the metrics.json `extra` keys the core reads of a task's run, each a field of store/facts.py `RunFacts`
 SUMMARY, RANDOM_EXPECTATION, PROBE_VERDICT = "summary", "random_expectation", "memorization"
 #: the corpus metrics of a task that scores failed answers with a fallback value: how many, and the value
 FALLBACK_COUNT, FALLBACK_VALUE = "n_fallback", "fallback_rating"
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What the core reads of a task's run, typed: a task writes these under metrics.json `extra` (from
-    `Task.run_facts`, or as corpus metrics for the fallback pair) by the keys above, and the terminal summary, the
-    report and the contamination audit read them here, never by key. A value of the wrong shape reads as absent."""
-
-    summary: tuple[str, ...] = ()  # the task's own verdict lines, printed under the run's tables
-    random_expectation: dict[str, float] = field(default_factory=dict)  # metric -> its exact value under chance
-    fallback_count: int = 0  # failed answers scored with the fallback value (metrics marked 'fallback')
-    fallback_value: Optional[float] = None  # that value
-    probe_verdict: Optional[dict[str, Any]] = None  # a recall probe's verdict (the contamination split reads it)
-
-    @staticmethod
-    def of(extra: Mapping[str, Any]) -> "RunFacts":
-        """The facts in a run's `extra` (the task's own values)."""
-        lines, rnd, probe = extra.get(SUMMARY), extra.get(RANDOM_EXPECTATION), extra.get(PROBE_VERDICT)
-        count, value = extra.get(FALLBACK_COUNT), extra.get(FALLBACK_VALUE)
-        return RunFacts(summary=tuple(str(x) for x in lines) if isinstance(lines, list) else (),
-                        random_expectation={k: float(v) for k, v in rnd.items() if _number(v)}
-                        if isinstance(rnd, dict) else {},
-                        fallback_count=int(count) if _number(count) else 0,
-                        fallback_value=float(value) if _number(value) else None,
-                        probe_verdict=dict(probe) if isinstance(probe, dict) else None)
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v

@@ -327,8 +327,8 @@ class Task(abc.ABC):
 
     def run_facts(self, records: Iterable[Any]) -> dict[str, Any]:
         """What metrics.json `extra` records about the run besides metrics: mappings, lists or text, never a bare
-        number (that is a corpus metric, in metric_specs). The core reads only the keys api/facts.py `RunFacts`
-        declares (verdict lines `summary`, chance levels `random_expectation`, a probe's verdict), typed. Optional."""
+        number (that is a corpus metric, in metric_specs). The core reads only the keys api/facts.py declares
+        (verdict lines `summary`, chance levels `random_expectation`, a probe's verdict): RunResult.facts. Optional."""
         return {}
 
     def plan_power(self, examples: Sequence[Example], alpha: float, power: float, effect: float) -> Optional[dict]:

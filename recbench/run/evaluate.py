@@ -17,7 +17,6 @@ from recbench.run.cost import run_cost
 from recbench.run.loop import EvalLoop, LoopStats, aggregate
 from recbench.store import derived_cache
 from recbench.store.diskspace import DiskFull
-from recbench.store.facts import Cost, Invocation, TaskInfo
 from recbench.store.finished import inputs_fingerprint, mark_finished, reuse_finished
 from recbench.store.redact import redact_text
 from recbench.store.response_cache import ResponseCache
@@ -159,10 +158,13 @@ def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend
     cost = run_cost(price, agg.counts.prompt_tokens, agg.counts.completion_tokens)
     if cost is not None:  # what this invocation paid (cache hits cost nothing)
         cost = {**cost, "this_invocation": run_cost(price, *paid_tokens)["total"]}
-    return RunResult.of(agg, task=TaskInfo.from_dict(task.identity()), model=cfg.model.name if uses_model else "none",
-                        method=method.name, complete=complete, run_dir=str(run_dir),
-                        this_invocation=Invocation.of(this_invocation), backend_errors=backend_errors, extra=blocks,
-                        cost=None if cost is None else Cost.from_dict(cost))
+    import recbench.store.facts as facts  # here, not at start-up
+
+    return RunResult.of(agg, task=facts.TaskInfo.from_dict(task.identity()),
+                        model=cfg.model.name if uses_model else "none", method=method.name, complete=complete,
+                        run_dir=str(run_dir), this_invocation=facts.Invocation.of(this_invocation),
+                        backend_errors=backend_errors, extra=blocks,
+                        cost=None if cost is None else facts.Cost.from_dict(cost))
 
 
 def _input_paths(cfg: DictConfig) -> dict[str, Any]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from recbench.api.audits import Block, block_type
-from recbench.api.facts import MetricInfo, RunFacts
-from recbench.store.facts import Cost, Invocation, TaskInfo
+from recbench.api.facts import MetricInfo
 from recbench.store.records import SchemaError, _float, _known
+
+if TYPE_CHECKING:  # imported where a result is built or read (store/facts.py): not at start-up
+    from recbench.store.facts import Cost, Invocation, RunFacts, TaskInfo
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -118,7 +120,7 @@ class RunResult:
     audits: dict[str, Block] = field(default_factory=dict)
     complete: bool = False
     run_dir: str = ""
-    this_invocation: Invocation = field(default_factory=Invocation)
+    this_invocation: Invocation = field(default_factory=lambda: _facts().Invocation())
     cost: Optional[Cost] = None
     metric_info: dict[str, MetricInfo] = field(default_factory=dict)  # name -> direction, binary, aggregation
     cluster_by: Optional[str] = None  # example-meta key of the resampling unit; None = the example
@@ -135,7 +137,7 @@ class RunResult:
     @property
     def facts(self) -> RunFacts:
         """The task facts the core reads (verdict lines, chance levels, the fallback count, a probe's verdict)."""
-        return RunFacts.of(self.extra)
+        return _facts().RunFacts.of(self.extra)
 
     @staticmethod
     def of(agg: Aggregate, *, task: TaskInfo, model: str, method: str, complete: bool, run_dir: str,
@@ -159,18 +161,19 @@ class RunResult:
             raise SchemaError(f"{where}: schema_version {v!r} is not readable by this recbench (reads "
                               f"{', '.join(map(str, READABLE_VERSIONS))}); upgrade recbench, or rerun the same command "
                               "to rebuild metrics.json from samples.jsonl")
+        facts = _facts()
         try:
             own, blocks = split_extra(d.get("extra") or {})
             return RunResult(
-                task=TaskInfo.from_dict(d["task"]), model=str(d.get("model", "none")), method=str(d["method"]),
+                task=facts.TaskInfo.from_dict(d["task"]), model=str(d.get("model", "none")), method=str(d["method"]),
                 headline_metric=str(d.get("headline_metric", "")),
                 metrics={k: MetricSummary.from_dict(s) for k, s in (d.get("metrics") or {}).items()},
                 breakdown={key: {val: SliceResult.from_dict(b) for val, b in vals.items()}
                            for key, vals in (d.get("breakdown") or {}).items()},
                 counts=Counts.from_dict(d.get("counts") or {}), extra=own, audits=blocks,
                 complete=bool(d.get("complete", False)), run_dir=str(d.get("run_dir", "")),
-                this_invocation=Invocation.from_dict(d.get("this_invocation") or {}),
-                cost=None if d.get("cost") is None else Cost.from_dict(d["cost"]),
+                this_invocation=facts.Invocation.from_dict(d.get("this_invocation") or {}),
+                cost=None if d.get("cost") is None else facts.Cost.from_dict(d["cost"]),
                 metric_info=MetricInfo.all_of(d.get("metric_info")), cluster_by=d.get("cluster_by"),
                 schema_version=int(v),
                 extra_order=list(d.get("extra") or {}))
@@ -187,6 +190,13 @@ class RunResult:
         d["extra"] = {k: extra[k] for k in [*first, *(k for k in extra if k not in first)]}
         return {"schema_version": SCHEMA_VERSION,
                 **{k: v for k, v in d.items() if k not in ("schema_version", "audits", "extra_order")}}
+
+
+def _facts() -> Any:
+    """store/facts.py, imported on first use."""
+    import recbench.store.facts as facts
+
+    return facts
 
 
 # ---- plan.json -------------------------------------------------------------------------------------------

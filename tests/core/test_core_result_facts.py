@@ -55,7 +55,7 @@ def test_counters_in_the_loops_order_and_typed():
 
 
 def test_the_task_facts_the_core_reads_are_typed():
-    from recbench.api.facts import RunFacts
+    from recbench.store.facts import RunFacts
 
     extra = {"summary": ["a verdict", 3], "random_expectation": {"ptc": 0.5, "flag": True, "n": 2},
              "n_fallback": 2, "fallback_rating": 3.0, "memorization": {"recalled": 1}, "about": "x"}
