@@ -3,18 +3,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
 from omegaconf import OmegaConf
 
 from recbench.run.construct import bundled_data
 from recbench.tasks.perrec.sft import default_config, export, merge_adapters, _task
 
 pytestmark = pytest.mark.fast
+# torch is imported in the functions, not at collection: every pytest-xdist worker collects every file
+if TYPE_CHECKING:
+    import torch
 
 
 def tiny_lm():
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -24,6 +28,7 @@ def tiny_lm():
 
 def known_adapter(path: Path, r: int, alpha: int, fill: float) -> dict[str, torch.Tensor]:
     """A peft LoRA adapter on the tiny model with known A/B values; returns its delta W per target module."""
+    import torch
     from peft import LoraConfig, get_peft_model
 
     model = get_peft_model(tiny_lm(), LoraConfig(r=r, lora_alpha=alpha, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
@@ -49,6 +54,8 @@ def merged_weights(adapter: Path) -> dict[str, torch.Tensor]:
 
 
 def test_merge_delta_is_the_weighted_average_of_updates(tmp_path):
+    import torch
+
     d = [known_adapter(tmp_path / f"a{i}", r, al, f) for i, (r, al, f) in enumerate([(4, 8, 0.1), (2, 2, -0.2), (4, 16, 0.3)])]
     out = merge_adapters([str(tmp_path / f"a{i}") for i in range(3)], str(tmp_path / "m"))  # default: 1/3 each
     cfg = json.loads((out / "adapter_config.json").read_text())
@@ -63,6 +70,7 @@ def test_merge_delta_is_the_weighted_average_of_updates(tmp_path):
 
 
 def test_merge_params_averages_a_and_b(tmp_path):
+    import torch
     from safetensors.torch import load_file
 
     for i, f in enumerate((0.1, 0.5)):

@@ -4,16 +4,18 @@ from __future__ import annotations
 import csv
 import math
 
-from transformers import TrainerState
-
-from recbench.tasks.recbench_plus.train.curve import CurveLogger, plot_curve, read_curve, rft_columns
-
 import pytest
 
 pytestmark = pytest.mark.fast
+# transformers (the curve module's TrainerCallback) is imported in the tests, not at collection: every pytest-xdist
+# worker collects every file, and importing it costs seconds of CPU in each
 
 
 def test_curve_rows_and_plot(tmp_path):
+    from transformers import TrainerState
+
+    from recbench.tasks.recbench_plus.train.curve import CurveLogger, plot_curve, read_curve, rft_columns
+
     cols = rft_columns(["recall", "cmr"])
     log = CurveLogger(tmp_path / "curve.csv", cols)
     state = TrainerState()

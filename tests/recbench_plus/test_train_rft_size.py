@@ -6,10 +6,18 @@ from __future__ import annotations
 import pytest
 
 from recbench.api.types import Example
-from recbench.tasks.recbench_plus.train import __main__ as cli
-from recbench.tasks.recbench_plus.train import rft
 
 pytestmark = pytest.mark.fast
+
+
+@pytest.fixture()
+def train():
+    """The training CLI and its rft module: imported by the tests, not at collection (rft imports transformers, seconds
+    of CPU in every pytest-xdist worker that collects this file)."""
+    from recbench.tasks.recbench_plus.train import __main__ as cli
+    from recbench.tasks.recbench_plus.train import rft
+
+    return cli, rft
 
 
 def _fake_part(n: int):
@@ -23,7 +31,9 @@ def _no_model(cfg):
 
 
 @pytest.mark.parametrize("queries,pps,accum", [(8, 4, 4), (1, 1, 2), (15, 4, 4)])
-def test_too_few_queries_for_one_step_are_refused_before_training(tmp_path, monkeypatch, capsys, queries, pps, accum):
+def test_too_few_queries_for_one_step_are_refused_before_training(tmp_path, monkeypatch, capsys, queries, pps, accum,
+                                                                  train):
+    cli, rft = train
     monkeypatch.setattr(rft, "load_part", _fake_part(100))
     monkeypatch.setattr(rft, "policy", _no_model)
     out = tmp_path / "adapter"
@@ -37,7 +47,8 @@ def test_too_few_queries_for_one_step_are_refused_before_training(tmp_path, monk
     assert not out.exists()
 
 
-def test_exactly_one_step_of_queries_passes_the_check(tmp_path, monkeypatch):
+def test_exactly_one_step_of_queries_passes_the_check(tmp_path, monkeypatch, train):
+    cli, rft = train
     monkeypatch.setattr(rft, "load_part", _fake_part(100))
     monkeypatch.setattr(rft, "policy", _no_model)
     with pytest.raises(AssertionError, match="policy model was loaded"):  # got past the check, to the model
