@@ -55,11 +55,26 @@ def smollm2():
                      gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", batch_size=16, batch_seconds=None)
 
 
+@pytest.fixture(scope="session")
+def gguf_cold_load(tmp_path_factory):
+    """`python -m recbench doctor --load-model` once per session, in a bare environment (PATH only) on an empty
+    derived-data cache: the one cold de-quantizing of SmolLM2's GGUF the slow tier pays (minutes on 2 shared cores).
+    test_doctor reads its report, test_quirks its stderr; each then loads again from the same cache. Returns (the
+    finished process, the cache folder)."""
+    import subprocess
+
+    cache = tmp_path_factory.mktemp("gguf_cold") / "cache"
+    env = {"PATH": "/usr/bin:/bin", "RECBENCH_CACHE_DIR": str(cache)}
+    first = subprocess.run([sys.executable, "-m", "recbench", "doctor", "--load-model"], cwd=REPO, capture_output=True,
+                           text=True, env=env, timeout=900)
+    return first, cache
+
+
 # ---- tiers: every test says which one it belongs to (pyproject.toml's markers) ------------------------------------
 TIERS = ("fast", "full", "slow")
 #: fixtures that place a test in a tier whatever its file says: the real research data is read in the full tier only
 #: (a test skips where it is absent), the real default model loads in the slow tests only
-TIER_OF_FIXTURE = {"shared_data": "full", "smollm2": "slow"}
+TIER_OF_FIXTURE = {"shared_data": "full", "smollm2": "slow", "gguf_cold_load": "slow"}
 
 
 def pytest_addoption(parser):

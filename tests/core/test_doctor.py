@@ -106,15 +106,17 @@ def test_a_missing_method_folder_is_named_with_its_tasks(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow  # loads SmolLM2 in its own interpreter, converting its GGUF once
-def test_load_model_converts_the_gguf_once_into_the_derived_cache(tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "RECBENCH_CACHE_DIR": str(tmp_path / "cache"), "TQDM_DISABLE": "1"}
+def test_load_model_converts_the_gguf_once_into_the_derived_cache(gguf_cold_load):
+    """The cold doctor run (tests/conftest.py gguf_cold_load: the session's one conversion, test_quirks reads its
+    stderr) de-quantizes into the derived cache; the same command again reads the cached weights."""
+    first, cache = gguf_cold_load
+    env = {"PATH": "/usr/bin:/bin", "RECBENCH_CACHE_DIR": str(cache)}
     cmd = [sys.executable, "-m", "recbench", "doctor", "--load-model"]
-    first = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
     assert first.returncode == 0, first.stdout + first.stderr
     line = next(ln for ln in first.stdout.splitlines() if ln[8:30].strip() == "model loads")
     assert line.startswith("ok") and "GGUF de-quantized once, now cached" in line, line
     folder = Path(line.split("weights in ", 1)[1].rstrip(")"))
-    assert folder.parent == tmp_path / "cache" / "derived"
+    assert folder.parent == cache / "derived"
     assert (folder / "config.json").is_file() and list(folder.glob("*.safetensors"))
     again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
     line2 = next(ln for ln in again.stdout.splitlines() if ln[8:30].strip() == "model loads")
