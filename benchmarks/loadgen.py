@@ -49,8 +49,8 @@ def main() -> None:
     def on_term(*_: object) -> None:
         raise KeyboardInterrupt
 
+    procs = start_load(a.n, a.seconds)  # started first: they keep SIGTERM's default (terminate() ends them quietly)
     signal.signal(signal.SIGTERM, on_term)  # `kill PID` stops the busy processes too
-    procs = start_load(a.n, a.seconds)
     print(f"loadgen: {a.n} busy processes (pids {' '.join(str(p.pid) for p in procs)}) for at most {a.seconds:.0f} s; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     try:
