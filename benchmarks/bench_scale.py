@@ -3,10 +3,14 @@
     python benchmarks/bench_scale.py --label before --sizes 1M,10M --keep /tmp/scalebench
     python benchmarks/bench_scale.py --label before --sizes 25M,100M --steps build --keep /tmp/scalebench
     python benchmarks/bench_scale.py --label after --sizes 100M --steps build --build-source parquet --mem-gb 8 --keep /tmp/scalebench
+    python benchmarks/bench_scale.py --label shapes_after --sizes 25M --steps build --shapes default,wide \
+        --mem-gb 3 --keep /tmp/scalebench
     python benchmarks/bench_scale.py --quick          # smoke test: 50K ratings, every step, a temporary folder
 
-Per size: generate the data once (`benchmarks/scale_data.py`, seeded; reused from --keep when present), then the
-steps, each its own process under `/usr/bin/time -v` with a resident-memory limit (`--mem-gb`, default 10;
+Per size and shape (`--shapes`: `default`, and `wide`: 2.5x the users and items, power-law activity; scale_data.py
+SHAPES): generate the data once (`benchmarks/scale_data.py`, seeded; reused from --keep when present), then the
+steps (a non-default shape's rows are named with it: "build (wide)"), each its own process under `/usr/bin/time -v`
+with a resident-memory limit (`--mem-gb`, default 10;
 `benchmarks/measure_step.py`):
 
 - build: `python -m recbench.build perrec --source movielens --per-size 20000` (60,000 groups where the data has them);
@@ -42,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure_step import run_measured  # noqa: E402
-from scale_data import parse_count  # noqa: E402
+from scale_data import SHAPES, parse_count  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("build", "run", "stub", "compare", "report", "view")
@@ -55,24 +59,35 @@ class Bench:
     def __init__(self, a: argparse.Namespace, keep: Path, out_json: Path):
         self.a, self.keep, self.out_json = a, keep, out_json
         self.rows: list[dict] = []
+        self.shape = "default"  # the shape being measured (one_size's data, builds and row names)
         self.meta = {"label": a.label, "command": " ".join([Path(PY).name, *sys.argv]), "started": _now(),
                      "machine": {"cpus": os.cpu_count(), "mem_total_gb": _mem_total_gb(), "host": platform.node()},
                      "mem_limit_gb": a.mem_gb, "per_size": a.per_size, "stub_latency_s": a.stub_latency,
                      "stub_concurrency": a.stub_concurrency,
-                     "stub_engine": a.stub_engine, "keep": str(keep)}
+                     "stub_engine": a.stub_engine, "shapes": a.shapes, "keep": str(keep)}
+
+    @property
+    def tag(self) -> str:
+        """The shape's suffix of data, build and run folders ('' for the default shape)."""
+        return "" if self.shape == "default" else f"-{self.shape}"
+
+    def named(self, step: str) -> str:
+        """A step's row name: with the shape unless it is the default one ("build (wide)")."""
+        return step if self.shape == "default" else f"{step} ({self.shape})"
 
     def step(self, size: str, step: str, cmd: list[str], env: dict | None = None, **extra) -> dict:
         """Measure one command, print and save its row."""
+        step = self.named(step)
         log = self.keep / "logs" / f"{self.a.label}-{size}-{step.replace(' ', '_')}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         r = run_measured(cmd, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, cwd=str(ROOT),
                          mem_gb=self.a.mem_gb, as_gb=self.a.as_gb, timeout_s=self.a.step_timeout, log=log)
-        row = {"size": size, "step": step, **extra, **r, "cmd": " ".join(cmd), "log": str(log)}
+        row = {"size": size, "step": step, "shape": self.shape, **extra, **r, "cmd": " ".join(cmd), "log": str(log)}
         return self.add(row)
 
     def skip(self, size: str, step: str, why: str) -> dict:
         """A step that could not run: a row saying why."""
-        return self.add({"size": size, "step": step, "exit": f"skipped: {why}", "wall_s": None, "peak_rss_gb": None,
+        return self.add({"size": size, "step": self.named(step), "shape": self.shape, "exit": f"skipped: {why}", "wall_s": None, "peak_rss_gb": None,
                          "load_end": [round(x, 2) for x in os.getloadavg()]})
 
     def add(self, row: dict) -> dict:
@@ -122,12 +137,12 @@ def find_run(runs_dir: Path) -> Path | None:
 
 def generate(b: Bench, size: str) -> Path | None:
     """The size's MovieLens-like data (generated once, reused when --keep has it); None when generation failed."""
-    data = b.keep / "data" / f"ml-{size}"
+    data = b.keep / "data" / f"ml-{size}{b.tag}"
     if (data / "generated.json").exists():
         return data
     shutil.rmtree(data, ignore_errors=True)
     cmd = [PY, str(ROOT / "benchmarks" / "scale_data.py"), "movielens", "--ratings", size, "--out", str(data),
-           "--seed", str(b.a.seed)]
+           "--seed", str(b.a.seed), "--shape", b.shape]
     row = b.step(size, "generate (not a recbench step)", cmd)
     if row["exit"] != "ok":
         return None
@@ -141,7 +156,7 @@ def generate(b: Bench, size: str) -> Path | None:
 def parquet_copy(b: Bench, size: str, data: Path) -> Path | None:
     """The size's ratings as parquet (user_id, item_id, rating, timestamp: what `--source parquet` reads), converted
     once with DuckDB into --keep (a row of its own, not a recbench step); None when the conversion failed."""
-    out = b.keep / "data" / f"ml-{size}-parquet" / "ratings.parquet"
+    out = b.keep / "data" / f"ml-{size}{b.tag}-parquet" / "ratings.parquet"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +254,7 @@ def stub_step(b: Bench, size: str, built: Path, runs: Path, cache: Path) -> Path
 
 def _loop_seconds(b: Bench, size: str, step: str) -> float | None:
     """The run's own 'this run: ... wall Ns' (the loop, without start-up) from the step's log."""
-    log = b.keep / "logs" / f"{b.a.label}-{size}-{step.replace(' ', '_')}.log"
+    log = b.keep / "logs" / f"{b.a.label}-{size}-{b.named(step).replace(' ', '_')}.log"
     m = re.search(r"\| wall ([0-9.]+)s", log.read_text(errors="replace")) if log.exists() else None
     return float(m.group(1)) if m else None
 
@@ -250,7 +265,7 @@ def one_size(b: Bench, size: str, steps: set[str]) -> None:
     if data is None:
         b.skip(size, "all steps", "data generation failed")
         return None
-    built, runs, cache = (b.keep / "built" / f"ml-{size}", b.keep / "runs" / f"ml-{size}", b.keep / "cache" / f"ml-{size}")
+    built, runs, cache = (b.keep / d / f"ml-{size}{b.tag}" for d in ("built", "runs", "cache"))
     if "build" in steps:
         ok = build(b, size, data, built)
     else:
@@ -281,7 +296,7 @@ def pair_steps(b: Bench, size: str, steps: set[str], ua: Path | None, bm: Path |
     need = "needs the user_avg and bm25_history runs"
     if "compare" in steps:
         if ua and bm:
-            out = b.keep / "compare" / f"ml-{size}-{b.a.label}.json"
+            out = b.keep / "compare" / f"ml-{size}{b.tag}-{b.a.label}.json"
             out.parent.mkdir(parents=True, exist_ok=True)
             b.step(size, "compare --metric ptc", [PY, "-m", "recbench.compare", str(ua), str(bm), "--metric", "ptc",
                                                   "--json", str(out)])
@@ -289,7 +304,7 @@ def pair_steps(b: Bench, size: str, steps: set[str], ua: Path | None, bm: Path |
             b.skip(size, "compare --metric ptc", need)
     if "report" in steps:
         if ua and bm:
-            out = b.keep / "reports" / f"ml-{size}-{b.a.label}"
+            out = b.keep / "reports" / f"ml-{size}{b.tag}-{b.a.label}"
             shutil.rmtree(out, ignore_errors=True)
             b.step(size, "report", [PY, "-m", "recbench.report", str(ua), str(bm), "-o", str(out)])
         else:
@@ -297,7 +312,7 @@ def pair_steps(b: Bench, size: str, steps: set[str], ua: Path | None, bm: Path |
     if "view" in steps:
         target = stub or bm
         if target:
-            html = b.keep / "view" / f"ml-{size}-{b.a.label}.html"
+            html = b.keep / "view" / f"ml-{size}{b.tag}-{b.a.label}.html"
             html.parent.mkdir(parents=True, exist_ok=True)
             html.unlink(missing_ok=True)
             row = b.step(size, "view", [PY, "-m", "recbench.view", str(target), "--out", str(html)],
@@ -316,6 +331,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--label", default=None, help="before | after | any name: the results file's suffix")
     ap.add_argument("--sizes", default="1M,10M", help="comma list of rating counts: 1M,10M,25M,100M (K and M suffixes)")
+    ap.add_argument("--shapes", default="default", help="comma list of data shapes: default, wide (scale_data.py SHAPES)")
     ap.add_argument("--steps", default=",".join(STEPS), help=f"comma subset of {','.join(STEPS)}")
     ap.add_argument("--keep", default=None, help="folder for data, builds, runs and logs, kept (default: a temp folder, removed)")
     ap.add_argument("--quick", action="store_true", help="smoke test: --sizes 50K --per-size 100, results in the keep folder")
@@ -339,6 +355,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.sizes = "50K" if a.sizes == "1M,10M" else a.sizes
         a.per_size = 100 if a.per_size == 20000 else a.per_size
     a.label = a.label or ("quick" if a.quick else "run")
+    if set(a.shapes.split(",")) - set(SHAPES):
+        ap.error(f"--shapes: valid shapes are {', '.join(SHAPES)}")
     bad = sorted(set(a.steps.split(",")) - set(STEPS))
     if bad:
         ap.error(f"unknown step(s) {', '.join(bad)}; valid: {', '.join(STEPS)}")
@@ -360,7 +378,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"bench_scale: label={a.label} sizes={a.sizes} steps={a.steps} keep={keep} -> {b.out_json}", flush=True)
     try:
         for size in a.sizes.split(","):
-            one_size(b, size.strip(), set(a.steps.split(",")))
+            for shape in a.shapes.split(","):
+                b.shape = shape
+                one_size(b, size.strip(), set(a.steps.split(",")))
     finally:
         b.meta["finished"] = _now()
         b.save()

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ORDER = ("generate (not a recbench step)", "build", "run user_avg (first load)", "run user_avg (cached)",
+ORDER = ("generate (not a recbench step)", "generate (not a recbench step) (wide)", "build", "build (wide)", "run user_avg (first load)", "run user_avg (cached)",
          "run bm25_history (cached)", "compare --metric ptc", "report", "stub listwise run",
          "stub listwise run (http_process)", "view")
 

@@ -1,6 +1,6 @@
 """Seeded MovieLens- and Amazon-Reviews-2023-like ratings at any size (1M .. 100M+), written in chunks.
 
-    python benchmarks/scale_data.py movielens --ratings 10M --out /tmp/scale/ml-10M
+    python benchmarks/scale_data.py movielens --ratings 10M --out /tmp/scale/ml-10M [--shape wide]
     python benchmarks/scale_data.py amazon --ratings 1M --out /tmp/scale/az-1M [--categories 4] [--no-parquet]
 
 MovieLens layout (what `python -m recbench.build perrec --source movielens` reads): `ratings.csv`
@@ -44,17 +44,41 @@ def parse_count(text: str) -> int:
 
 
 # ---- MovieLens ------------------------------------------------------------------------------------------------------
-def movielens_chunks(n_ratings: int, seed: int = 0, chunk: int = CHUNK_RATINGS) -> Iterator[pd.DataFrame]:
+#: MovieLens shapes: ratings per item (the catalogue is n_ratings // this) and the per-user rating counts. default:
+#: uniform 20..199 per user (mean 110: 227K users and 500K items at 25M). wide: 2.5x the users and items at the same
+#: rating count and a heavier activity skew: per-user counts from a Pareto law (15 * (1 + Lomax(1.5)), capped at
+#: 20,000: median 23, mean about 44, so about 40% of users have too few ratings ever to be eligible and about 1,100
+#: users at 25M have more than 1,000 ratings) over 1.25M items at 25M
+SHAPES = {"default": {"ratings_per_item": 50}, "wide": {"ratings_per_item": 20, "xmin": 15, "alpha": 1.5,
+                                                        "cap": 20_000, "mean": 44}}
+
+
+def shape_items(n_ratings: int, shape: str = "default") -> int:
+    """The catalogue size of a MovieLens shape."""
+    return max(1000, n_ratings // SHAPES[shape]["ratings_per_item"])
+
+
+def per_user_counts(rng: np.random.Generator, n_ratings: int, shape: str) -> np.ndarray:
+    """Ratings per user for a chunk of about n_ratings (the shape's activity law)."""
+    if shape == "default":
+        return rng.integers(20, 200, size=max(1, n_ratings // 100))
+    p = SHAPES[shape]
+    n = max(1, n_ratings // p["mean"])
+    return np.minimum((p["xmin"] * (1.0 + rng.pareto(p["alpha"], size=n))).astype(np.int64), p["cap"])
+
+
+def movielens_chunks(n_ratings: int, seed: int = 0, chunk: int = CHUNK_RATINGS,
+                     shape: str = "default") -> Iterator[pd.DataFrame]:
     """Exactly n_ratings MovieLens-like ratings (userId, movieId, rating, timestamp), one user-chunk at a time."""
     rng = np.random.default_rng(seed)
-    n_items = max(1000, n_ratings // 50)
+    n_items = shape_items(n_ratings, shape)
     pop = rng.permutation((np.arange(n_items) + 10.0) ** -0.9)
     cdf = np.cumsum(pop / pop.sum())
     release = rng.integers(T0, T0 + SPAN, size=n_items)
     item_bias = rng.normal(0, 0.4, n_items)
     left, next_user = n_ratings, 0
     while left > 0:
-        per_user = rng.integers(20, 200, size=max(1, min(chunk, left) // 100))
+        per_user = per_user_counts(rng, min(chunk, left), shape)
         user = np.repeat(np.arange(next_user, next_user + len(per_user)), per_user)
         next_user += len(per_user)
         item = np.minimum(np.searchsorted(cdf, rng.random(len(user)), side="right"), n_items - 1)
@@ -69,22 +93,23 @@ def movielens_chunks(n_ratings: int, seed: int = 0, chunk: int = CHUNK_RATINGS) 
         yield df
 
 
-def write_movielens(folder: str | Path, n_ratings: int, seed: int = 0, chunk: int = CHUNK_RATINGS) -> dict:
+def write_movielens(folder: str | Path, n_ratings: int, seed: int = 0, chunk: int = CHUNK_RATINGS,
+                    shape: str = "default") -> dict:
     """Write ratings.csv + movies.csv to folder; returns counts and bytes."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     n, users, items = 0, 0, set()
     with open(folder / "ratings.csv", "w", newline="") as f:
-        for i, df in enumerate(movielens_chunks(n_ratings, seed, chunk)):
+        for i, df in enumerate(movielens_chunks(n_ratings, seed, chunk, shape)):
             df.to_csv(f, header=i == 0, index=False)
             n, users = n + len(df), int(df["userId"].iloc[-1]) + 1
             items.update(np.unique(df["movieId"]).tolist())
-    n_items = max(1000, n_ratings // 50)
+    n_items = shape_items(n_ratings, shape)
     ids = np.arange(n_items)
     pd.DataFrame({"movieId": ids, "title": [f"Movie {i} ({1990 + i % 30})" for i in ids],
                   "genres": "Drama"}).to_csv(folder / "movies.csv", index=False)
-    return {"layout": "movielens", "ratings": n, "users": users, "items_rated": len(items), "items": n_items,
-            "bytes": sum(p.stat().st_size for p in folder.iterdir())}
+    return {"layout": "movielens", "shape": shape, "ratings": n, "users": users, "items_rated": len(items),
+            "items": n_items, "bytes": sum(p.stat().st_size for p in folder.iterdir())}
 
 
 # ---- Amazon Reviews 2023 --------------------------------------------------------------------------------------------
@@ -226,11 +251,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--categories", type=int, default=4, help=f"Amazon: 1..{len(CATEGORIES)}")
     ap.add_argument("--no-parquet", action="store_true", help="Amazon: JSONL only")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="default",
+                    help="MovieLens: default (20-199 ratings per user) or wide (2.5x users and items, power-law activity)")
     a = ap.parse_args(argv)
     n = parse_count(a.ratings)
     if not 1 <= a.categories <= len(CATEGORIES):
         ap.error(f"--categories must be 1..{len(CATEGORIES)}")
-    info = (write_movielens(a.out, n, a.seed) if a.layout == "movielens"
+    info = (write_movielens(a.out, n, a.seed, shape=a.shape) if a.layout == "movielens"
             else write_amazon(a.out, n, a.categories, a.seed, parquet=not a.no_parquet))
     json.dump(info, sys.stdout)
     print()

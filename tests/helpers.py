@@ -159,11 +159,19 @@ def assert_generator_rewrites_sample(main, sample: str, out) -> None:
 
 
 def ratings_db(path, frame):
-    """A DuckDB database at `path` whose table `r` holds `frame` (a category's ratings as the builder leaves them)."""
+    """A DuckDB database at `path` holding `frame` (user_id, item_id, rating, ts: a category's ratings) as the builder
+    leaves them: `user_codes`, `item_codes` (each id's rank in sorted order), `a` (u, i, rating, ts) and the view `r`."""
     import duckdb
 
     con = duckdb.connect(str(path))
     con.register("f", frame)
-    con.execute("CREATE TABLE r AS SELECT * FROM f")
+    for table, col, code in (("user_codes", "user_id", "u"), ("item_codes", "item_id", "i")):
+        con.execute(f"""CREATE TABLE {table} AS SELECT {col},
+                        CAST(row_number() OVER (ORDER BY {col}) - 1 AS INTEGER) AS {code}
+                        FROM (SELECT DISTINCT {col} FROM f)""")
+    con.execute("CREATE TABLE a AS SELECT u, i, rating, ts FROM f JOIN user_codes USING (user_id) "
+                "JOIN item_codes USING (item_id)")
+    con.execute("""CREATE VIEW r AS SELECT uc.user_id, ic.item_id, a.rating, a.ts
+                   FROM a JOIN user_codes uc USING (u) JOIN item_codes ic USING (i)""")
     con.close()
     return path

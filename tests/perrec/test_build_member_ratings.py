@@ -71,10 +71,27 @@ def test_totals_before_count_and_sum_every_rating_strictly_earlier(tmp_path):
     from recbench.tasks.perrec.build.merge import totals_before
 
     con = duckdb.connect(str(ratings_db(tmp_path / "a.duckdb", CAT1)))
-    con.execute("CREATE TABLE a AS SELECT rating, ts FROM r")  # the build's `a` (by code; the ratings as in r)
     times = sorted({-5, 1, 2, 10, 31} | set(range(100, 205)))  # more than one scan of 100 times
     got = totals_before(con, times)
     assert got[-5] == (0, 0.0) and got[1] == (1, 3.3333333333333335) and got[2] == (2, 8.3333333333333335)
     assert got[10][0] == 6 and got[10][1] == pytest.approx(sum(CAT1.loc[CAT1["ts"] < 10, "rating"]), rel=1e-15)
     assert got[31][0] == len(CAT1) and got[204][0] == len(CAT1)
     assert totals_before(con, times, rows=2) == got  # the ratings streamed 2 at a time: the same totals
+
+
+def test_rated_mask_is_pandas_isin():
+    from recbench.tasks.perrec.build.write import rated_mask
+
+    needed = {"i1", "i,2", 'x"y', "é", "7"}
+    for ids in (pd.Series(["i1", "i3", "é", "x\"y", "i1"], dtype=object), pd.Series(["i,2", "zz", "i1"], dtype="str"),
+                pd.Series(["7", 7, None], dtype=object), pd.Series([7, 8]), pd.Series([], dtype=object)):
+        assert rated_mask(ids, needed).tolist() == ids.isin(needed).tolist()
+
+
+def test_ratings_sorted_in_user_ranges_are_the_same_bytes(tmp_path, rated, monkeypatch):
+    import recbench.tasks.perrec.build.member_ratings as mr
+
+    rated.write(tmp_path / "one.csv.gz")
+    monkeypatch.setattr(mr, "SLICE_ROWS", 2)  # a range per user or two (a user's ratings are never split)
+    rated.write(tmp_path / "ranges.csv.gz")
+    assert (tmp_path / "one.csv.gz").read_bytes() == (tmp_path / "ranges.csv.gz").read_bytes()
