@@ -70,10 +70,12 @@ def test_the_data_readme_a_data_error_names_exists_and_describes_every_folder(tm
     text = (REPO / named).read_text()
     for folder in (p.name for p in (REPO / "data").iterdir() if p.is_dir() and not p.name.startswith("__")):
         assert f"`{folder}/`" in text, folder
-    generators = re.findall(r"`python -m recbench\.tasks\.(\w+)\.synth --out data/(\w+)`", text)
+    # a benchmark's generator: its synth module, or its builder's (perrec: tasks/perrec/build/synth.py)
+    generators = re.findall(r"`python -m recbench\.tasks\.(\w+)\.((?:build\.)?)synth --out data/(\w+)`", text)
     assert len(generators) == 4  # perrec, recbench_plus, llmrec, explanation_judging
-    for pkg, folder in generators:
-        assert (REPO / "tasks" / pkg / "synth.py").is_file() and (REPO / "data" / folder).is_dir(), (pkg, folder)
+    for pkg, build, folder in generators:
+        module = REPO / "tasks" / pkg / build.replace(".", "/") / "synth.py"
+        assert module.is_file() and (REPO / "data" / folder).is_dir(), (pkg, folder)
 
 
 def test_setup_ends_with_the_next_step():
