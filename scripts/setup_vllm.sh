@@ -7,14 +7,16 @@ VENV="${RECBENCH_VLLM_VENV:-$ROOT/.venv-vllm}"
 PY="${PYTHON:-python3}"
 STAMP="$VENV/.recbench-vllm-ok"
 
-PROJ_HASH=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
+# the project's dependencies (pyproject.toml) and its layout (setup.py maps tasks/, kg/, conf/, data/ into recbench):
+# a change to either refreshes the editable install
+PROJ_HASH=$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" | sha256sum | cut -c1-16)
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
-if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c "import vllm, recbench, openai" 2>/dev/null; then
+if [[ -f "$STAMP" ]] && "$VENV/bin/python" -c "import vllm, recbench.tasks, openai" 2>/dev/null; then
   if grep -q "pyproject $PROJ_HASH" "$STAMP"; then
     echo "setup_vllm: $VENV already set up ($(head -1 "$STAMP"))"
     exit 0
   fi
-  # recbench's dependencies changed: refresh only the project install (torch stays pinned)
+  # recbench's dependencies or layout changed: refresh only the project install (torch stays pinned)
   "${PIP[@]}" -e "$ROOT[openai]" "torch==2.13.0"
   { head -1 "$STAMP"; echo "pyproject $PROJ_HASH"; } > "$STAMP.new" && mv "$STAMP.new" "$STAMP"
   echo "setup_vllm: refreshed recbench in $VENV"

@@ -69,12 +69,13 @@ def _trees(config_module: str, argv: list[str]) -> Optional[list[tuple[Path, Opt
     """The folders whose files composing reads: the config package, recbench's modules (the schemas), Hydra's
     plugins, the command's own config folders (hydra.searchpath=[file://DIR,pkg://PKG]); None when one of those
     cannot be told (the config is then composed, not kept)."""
-    import hydra_plugins
+    import importlib.util
 
     import recbench
 
+    plugins = importlib.util.find_spec("hydra_plugins")  # the installed Hydra plugins' namespace; none installed: None
     trees = [(Path(str(resources.files(config_module))), None), (Path(recbench.__file__).parent, ".py"),
-             *((Path(p), ".py") for p in hydra_plugins.__path__)]
+             *((Path(p), ".py") for p in (plugins.submodule_search_locations or [] if plugins else []))]
     for a in argv:
         key, _, value = a.partition("=")
         if key.lstrip("+~") != "hydra.searchpath":

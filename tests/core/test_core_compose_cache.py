@@ -105,3 +105,17 @@ def test_a_config_error_after_a_kept_compose_still_lists_the_choices(tmp_path, c
     assert cli("limit=6").code == 0
     r = cli("limit=6", "run.bogus_key=1")
     assert r.code == 2 and "Unknown config key 'run.bogus_key'" in r.err
+
+
+def test_a_python_without_hydra_plugins_composes_and_keeps(tmp_path, cli, monkeypatch):
+    """No Hydra plugin installed (no `hydra_plugins` namespace, as in the vLLM venv): the key leaves plugins out and
+    the run goes on, composed once and kept, instead of failing on the import."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hydra_plugins" else real(name, *a))
+    trees = single_run._trees("recbench.conf", [])
+    assert trees is not None and all("hydra_plugins" not in str(p) for p, _ in trees)
+    r = cli("limit=6")
+    assert r.code == 0, r.err
+    assert len(list((tmp_path / "compose").glob("*.pkl"))) == 1
