@@ -6,7 +6,6 @@ reports the progress line shows in `decoding`, the thread count in `threads`.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import sys

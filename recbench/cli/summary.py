@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from recbench.api.audits import terminal_lines
-from recbench.cli.terminal import MAX_WIDTH, chunk_columns, console, iter_lines, table_width, wrap_lines
+from recbench.cli.terminal import MAX_WIDTH, chunk_columns, console, table_width, wrap_lines
 from recbench.report.legends import legend_lines
 from recbench.report.numbers import cell_text, number
 from recbench.store.schema import Counts, MetricSummary, RunResult

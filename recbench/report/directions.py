@@ -3,7 +3,7 @@ itself (e.g. a user's YAML benchmark), from the `metric_info` the run wrote into
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from recbench.api.facts import MetricInfo
 from recbench.api.metrics import metric_spec

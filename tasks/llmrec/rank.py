@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections import Counter
 from typing import Any, ClassVar, Iterable, Optional, Sequence
 

@@ -2,7 +2,6 @@
 rating (the duckdb engine's stream, which skips the sort) or in any order (the pandas engine); hand-computed chains."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 

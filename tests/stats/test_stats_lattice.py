@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from recbench.stats.lattice import fft_error, lattice_steps, sign_flip_lattice_p
+from recbench.stats.lattice import lattice_steps, sign_flip_lattice_p
 from recbench.stats.paired import (
     FIRST_RESAMPLES,
     FLIP_BUDGET,
