@@ -13,7 +13,8 @@ import pytest
 
 from recbench.run.evaluate import run_from_config
 from recbench.store.schema import RunResult
-from recbench.cli.summary import MAX_WIDTH, fold, iter_lines, print_summary, run_tables, slice_rows
+from recbench.cli.summary import MAX_WIDTH, fold, print_summary, run_tables, slice_rows
+from recbench.cli.terminal import iter_lines
 from recbench.api.task import Task
 from tests.helpers import compose_cfg
 
