@@ -29,6 +29,7 @@ from recbench.api.metrics import check_scored
 from recbench.backends.base import Backend
 from recbench.store.response_cache import KeyMaker, ResponseCache
 from recbench.store.runstore import RunStore
+from recbench.store.records import LoopStats
 from recbench.store.schema import Aggregate, CallRecord, Counts, ErrorRecord, MetricSummary, SampleRecord, SliceResult
 from recbench.api.task import Method, Task
 from recbench.api.types import Example, MethodGen, Outcome, Request, Response
@@ -56,22 +57,6 @@ class _Active:
     answers: list[Optional[Response]] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
     missing: int = 0
-
-
-@dataclass
-class LoopStats:
-    """Counters of one invocation of the loop."""
-
-    examples_total: int = 0
-    examples_skipped: int = 0
-    examples_finished: int = 0
-    backend_errors: int = 0
-    backend_calls: int = 0  # requests actually sent to the backend
-    cache_hits: int = 0
-    cache_misses: int = 0
-    prompt_tokens: int = 0  # of requests sent to the backend in this invocation
-    completion_tokens: int = 0
-    wall_time_s: float = 0.0
 
 
 class EvalLoop:

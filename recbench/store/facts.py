@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from recbench.store.records import LoopStats
 from recbench.api.facts import (
     FALLBACK_COUNT,
     FALLBACK_VALUE,
@@ -18,20 +19,10 @@ from recbench.api.facts import (
 
 
 @dataclass
-class Invocation(Facts):
+class Invocation(Facts, LoopStats):
     """metrics.json `this_invocation`: what this invocation of the run did (the loop's counters, the audits' extra
     requests added; a merge sums its shards' last invocations)."""
 
-    examples_total: int = 0
-    examples_skipped: int = 0
-    examples_finished: int = 0
-    backend_errors: int = 0
-    backend_calls: int = 0  # requests actually sent to the backend
-    cache_hits: int = 0
-    cache_misses: int = 0
-    prompt_tokens: int = 0  # of requests sent to the backend in this invocation
-    completion_tokens: int = 0
-    wall_time_s: float = 0.0
     total_wall_time_s: float = 0.0
     model_loaded: Optional[bool] = None  # None: a run dir of a recbench that did not say
     merged_shards: Optional[int] = None  # a merge of shards: how many

@@ -172,3 +172,20 @@ class ErrorRecord:
     def to_dict(self) -> dict[str, Any]:
         """The errors.jsonl form."""
         return {"id": self.id, "error": self.error, "calls": [c.to_dict() for c in self.calls]}
+
+
+@dataclass
+class LoopStats:
+    """Counters of one invocation of the loop (run/loop.py); metrics.json's `this_invocation` (store/facts.py
+    `Invocation`) is these and what the run adds."""
+
+    examples_total: int = 0
+    examples_skipped: int = 0
+    examples_finished: int = 0
+    backend_errors: int = 0
+    backend_calls: int = 0  # requests actually sent to the backend
+    cache_hits: int = 0
+    cache_misses: int = 0
+    prompt_tokens: int = 0  # of requests sent to the backend in this invocation
+    completion_tokens: int = 0
+    wall_time_s: float = 0.0
