@@ -3,6 +3,7 @@
     python benchmarks/bench_startup.py --before-rev 8911832 --reps 5 --label issue44
     python benchmarks/bench_startup.py --reps 3 --no-reference          # start-up only, this checkout
     python benchmarks/bench_startup.py --before-rev REV --also head_without=/path/to/tree --reps 5
+    python benchmarks/bench_startup.py --reps 3 --set model.backend.concurrency=64   # another in-flight ceiling
 
 The same command as bench_engine.py's reference section (`python -m recbench task=perrec model=smollm2-openai
 model.backend.base_url=<stub> method=listwise|pairwise run.progress=false`, the 120 bundled groups, a warm derived-data
@@ -56,11 +57,12 @@ def link_roots(tree: Path) -> Path:
     return tree
 
 
-def recbench_cmd(stub_url: str, method: str, derived: Path, limit: Optional[int]) -> list[str]:
-    """bench_engine.py's reference-section command (warm derived cache)."""
+def recbench_cmd(stub_url: str, method: str, derived: Path, limit: Optional[int],
+                 extra: tuple[str, ...] = ()) -> list[str]:
+    """bench_engine.py's reference-section command (warm derived cache), with `extra` overrides (--set)."""
     return [sys.executable, "-m", "recbench", "task=perrec", "model=smollm2-openai", f"model.backend.base_url={stub_url}",
             f"method={method}", *([f"limit={limit}", "run.limit_strategy=stratified"] if limit else []),
-            f"cache.derived_dir={derived}", "run.progress=false"]
+            f"cache.derived_dir={derived}", "run.progress=false", *extra]
 
 
 def timed(cmd: list[str], env: dict[str, str], cwd: Path, stub: Any) -> dict[str, Any]:
@@ -141,6 +143,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--methods", default="listwise,pairwise")
     ap.add_argument("--limit", type=int, default=None, help="groups (default: all 120, as bench_engine's reference)")
     ap.add_argument("--no-reference", action="store_true", help="skip the reference client (start-up only)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override added to every recbench run (repeatable), e.g. model.backend.concurrency=64")
     ap.add_argument("--label", default="local")
     a = ap.parse_args(argv)
     import reference_client
@@ -160,7 +164,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                              else link_roots(a.before.resolve())))
         out = ROOT / "benchmarks" / "results" / f"bench_startup_{a.label}.json"
         res = Results(out, {"label": a.label, "argv": sys.argv[1:] if argv is None else argv, "cpus": os.cpu_count(),
-                            "before_rev": a.before_rev, "trees": {n: str(t) for n, t in trees}, "latency_s": 0.2})
+                            "before_rev": a.before_rev, "trees": {n: str(t) for n, t in trees}, "latency_s": 0.2,
+                            "overrides": list(a.set)})
         derived = tmp / "shared" / "derived"
         derived_cache.configure(derived)
         with start_stub_process(latency_s=0.2) as stub:
@@ -174,7 +179,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                     res.add(method, row, where="reference")
                 for i in range(a.reps):
                     for name, tree in trees:
-                        row = timed(recbench_cmd(stub.base_url, method, derived, a.limit),
+                        row = timed(recbench_cmd(stub.base_url, method, derived, a.limit, tuple(a.set)),
                                     tree_env(tree, tmp / f"{name}_{method}_{i}", tmp / "compose"), tree, stub)
                         res.add(f"{name}/{method}", {"rep": i, **row})
         summarize(res, trees, methods)
