@@ -11,10 +11,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.api.config import validate
 from recbench.backends.base import Backend
-from recbench.run import audit_calls, judging
+from recbench.run import judge_settings, judging
+from recbench.run.audit_calls import RunAudits, with_extra
 from recbench.run.construct import LazyBackend, build_task, data_source, select_examples, take_shard
 from recbench.run.cost import run_cost
-from recbench.run.loop import EvalLoop, LoopStats, aggregate
+from recbench.run.judge_settings import JudgeSettings
+from recbench.run.loop import EvalLoop, LoopSettings, LoopStats, aggregate
 from recbench.store import derived_cache
 from recbench.store.diskspace import DiskFull
 from recbench.store.finished import inputs_fingerprint, mark_finished, reuse_finished
@@ -38,7 +40,7 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
         inputs = None  # runs with a given backend object (tests, benchmarks) leave no reusable mark
         if backend is None:  # a finished run asked again: nothing to load, run or re-aggregate
             inputs = inputs_fingerprint(config_text, _input_paths(cfg))
-            reused = _reuse_finished(cfg, run_dir, inputs, t0)
+            reused = _reuse_finished(cfg.model.get("price"), run_dir, inputs, t0)
             if reused is not None:
                 return reused
         parts = _prepare(cfg, run_dir, backend)
@@ -65,29 +67,36 @@ def run_from_config(cfg: DictConfig, run_dir: str | Path, backend: Optional[Back
 @dataclass
 class _Parts:
     """What a run is built from before its run dir is written: task, method, the selection and its shard, the lazy
-    backend (None: a backend object was given, or the method asks no model)."""
+    backend (None: a backend object was given, or the method asks no model), and the config read once into typed
+    settings: the audits it asks, the judge (None: none), the loop's settings."""
 
     task: Any
     method: Any
     selection: list
     examples: list
     lazy: Optional[LazyBackend]
+    audits: RunAudits
+    judge: Optional[JudgeSettings]
+    loop: LoopSettings
 
 
 def _prepare(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend]) -> _Parts:
-    """Task, method (audits around it), the examples (selected, sharded, labelled by the audits), every check."""
+    """Task, method (audits around it), the examples (selected, sharded, labelled by the audits), the judge's and the
+    loop's settings, every check."""
     task = build_task(cfg)
-    method = method_of(cfg, task)
-    audit_calls.check(cfg, method, backend)  # an audit that cannot run is refused here
+    audits = RunAudits.of(cfg)
+    method = method_of(cfg, task, audits)
+    audits.check(method, backend)  # an audit that cannot run is refused here
     if method.needs_backend and backend is None:  # a package or API key the model needs: before data or bars
         LazyBackend(cfg.model).preflight()
     selection = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
                                 source=data_source(task))
     examples = take_shard(selection, cfg.run.shard, cfg.run.shards)  # run.shard=I: after limit
     lazy = LazyBackend(cfg.model) if method.needs_backend and backend is None else None
-    judging.check(cfg, task, examples, backend)  # a judge that cannot run is refused here (docs/judges.md)
-    examples = audit_calls.label(cfg, task, examples, run_dir, (backend or lazy) if method.needs_backend else None)
-    return _Parts(task, method, selection, examples, lazy)
+    judge = judge_settings.read(cfg, task, examples, backend)  # a judge that cannot run is refused here
+    examples = audits.label(task, examples, run_dir, (backend or lazy) if method.needs_backend else None)
+    loop = LoopSettings(chunk_size=cfg.run.chunk_size, store_prompts=cfg.run.store_prompts, progress=cfg.run.progress)
+    return _Parts(task, method, selection, examples, lazy, audits, judge, loop)
 
 
 def _open_cache(cfg: DictConfig, store: RunStore, parts: _Parts) -> ResponseCache:
@@ -111,8 +120,9 @@ def _evaluate(cfg: DictConfig, parts: _Parts, store: RunStore, cache: ResponseCa
     """The loop over the examples, the audits' extra requests, versions.json, and the result."""
     task, method, examples, lazy = parts.task, parts.method, parts.examples, parts.lazy
     uses_model = method.needs_backend
-    loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=cfg.run.chunk_size,
-                    store_prompts=cfg.run.store_prompts, progress=cfg.run.progress, backend_factory=lazy)
+    settings = parts.loop
+    loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=settings.chunk_size,
+                    store_prompts=settings.store_prompts, progress=settings.progress, backend_factory=lazy)
     wanted = {e.id for e in examples}
     try:
         loop.run(examples)
@@ -121,28 +131,29 @@ def _evaluate(cfg: DictConfig, parts: _Parts, store: RunStore, cache: ResponseCa
         _write_versions(store, backend, lazy, uses_model, quiet=True)
         raise
     records = [r for r in store.records() if r.id in wanted]
-    extras = audit_calls.extra_requests(cfg, task, method, examples, store.dir, cache, backend, records) \
+    extras = parts.audits.extra_requests(task, method, examples, store.dir, cache, backend, records, settings) \
         if uses_model else []
     # the judge pass: the run's answers through the same loop and cache with the judge's backend (its own counters)
-    judged = judging.judge_run(cfg, task, examples, records, store.dir, cache, backend if backend is not None else lazy)
+    judged = judging.judge_run(parts.judge, task, examples, records, store.dir, cache,
+                               backend if backend is not None else lazy, settings)
     errors = loop.stats.backend_errors + sum(x.stats.backend_errors for x in extras)  # the next run finishes them
     errors += judged.stats["backend_errors"] if judged is not None else 0
     _write_versions(store, backend, lazy, uses_model)
-    inv = {**audit_calls.with_extra(vars(loop.stats), extras), "total_wall_time_s": time.time() - t0,
+    inv = {**with_extra(vars(loop.stats), extras), "total_wall_time_s": time.time() - t0,
            "model_loaded": bool(backend is not None or (lazy is not None and lazy.built))}
-    return result_of(cfg, task, method, records, backend_errors=loop.stats.backend_errors,
+    return result_of(cfg, task, method, parts.audits, records, backend_errors=loop.stats.backend_errors,
                      complete=errors == 0 and len(records) == len(examples), run_dir=store.dir, this_invocation=inv,
                      paid_tokens=(inv["prompt_tokens"], inv["completion_tokens"]),
                      extra={**{k: v for x in extras for k, v in x.blocks.items()}, **(judged.block if judged else {})})
 
 
-def method_of(cfg: DictConfig, task: Any) -> Any:
-    """The run's method: the task's, wrapped by the audits the config asks for (a run and a merge of its shards both
-    build it here)."""
-    return audit_calls.wrap(cfg, task, task.make_method(cfg.method, cfg.sampling))
+def method_of(cfg: DictConfig, task: Any, audits: RunAudits) -> Any:
+    """The run's method: the task's, wrapped by the audits the config asks for (a run, plan mode and a merge of its
+    shards all build it here)."""
+    return audits.wrap(task, task.make_method(cfg.method, cfg.sampling))
 
 
-def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend_errors: int, complete: bool,
+def result_of(cfg: DictConfig, task: Any, method: Any, audits: RunAudits, records: list, *, backend_errors: int, complete: bool,
               run_dir: str | Path, this_invocation: dict[str, Any], paid_tokens: tuple[int, int] = (0, 0),
               extra: Optional[dict[str, Any]] = None) -> RunResult:
     """metrics.json of a run from its records: the aggregation (sorted by id, seeded bootstrap), the audits' blocks,
@@ -150,9 +161,9 @@ def result_of(cfg: DictConfig, task: Any, method: Any, records: list, *, backend
     exactly. `extra`: blocks of the audits' extra requests."""
     uses_model = method.needs_backend
     records = join_judged(records, run_dir, judged_tag(cfg))  # the judge's metrics, by example id (docs/judges.md)
-    audit_calls.prepare_task(cfg, task)  # e.g. the `recalled` slices
+    audits.prepare_task(task)  # e.g. the `recalled` slices
     agg = aggregate(task, records, n_boot=cfg.run.bootstrap_resamples, level=cfg.run.ci_level, seed=cfg.seed)
-    blocks = {**audit_calls.blocks(cfg, task, records, run_dir), **(extra or {})}
+    blocks = {**audits.blocks(task, records, run_dir), **(extra or {})}
     # cost of all the run's tokens (cached answers included) from the optional price table in the model config
     price = cfg.model.get("price") if uses_model else None
     cost = run_cost(price, agg.counts.prompt_tokens, agg.counts.completion_tokens)
@@ -192,9 +203,9 @@ def _write_versions(store: RunStore, backend: Optional[Backend], lazy: Optional[
             raise
 
 
-def _reuse_finished(cfg: DictConfig, run_dir: str | Path, inputs: Optional[str], t0: float) -> Optional[RunResult]:
-    """metrics.json of an unchanged complete run with this invocation's counters (0 calls, all skipped), or None."""
-    price = cfg.model.get("price")
+def _reuse_finished(price: Any, run_dir: str | Path, inputs: Optional[str], t0: float) -> Optional[RunResult]:
+    """metrics.json of an unchanged complete run with this invocation's counters (0 calls, all skipped), or None
+    (`price`: the model's price table, if it has one)."""
     cost = None
     if price:  # written only where metrics.json has a cost block (a priced model): nothing was paid now
         cost = (run_cost(price, 0, 0) or {}).get("total")

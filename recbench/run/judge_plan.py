@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from recbench.judges.task import JudgeMethod, JudgeTask, judge_examples
-from recbench.run import judging
+from recbench.run import judge_settings
 from recbench.run.cost import run_cost
 from recbench.store.response_cache import ResponseCache
 from recbench.store.schema import PlanResult, SampleRecord, read_run
@@ -19,16 +19,15 @@ def plan_judge(cfg: Any, task: Any, examples: list[Any], run_dir: str | Path, co
     """plan.json's `judge` block (None without a judge): per judge dir and in total, requests, distinct requests,
     cached ones, prompt tokens and the cost where the judge's model has a price table. `count(method, todo,
     answers, counter, plan)` and `counter_for(model_cfg)` are plan mode's own (run/plan.py)."""
-    if not judging.enabled(cfg):
+    judge = judge_settings.read(cfg, task, examples, None)  # every refusal of the judge config
+    if judge is None:
         return None
-    judging.check(cfg, task, examples, None)
     done = {r.id: r for r in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else {}
     records = [done.get(e.id) or SampleRecord(id=e.id, meta=e.meta, prediction="") for e in examples]
-    shown = judge_examples(task, examples, records, judging.reference_records(cfg, task, examples))
+    shown = judge_examples(task, examples, records, judge.reference_records)
     dirs: dict[str, Any] = {}
-    for spec in judging.judges(cfg):
-        protocol = judging.protocol_for(cfg, task, spec.repeat)
-        jtask = JudgeTask(spec.tag, protocol, shown)
+    for spec in judge.judges:
+        jtask = JudgeTask(spec.tag, spec.protocol, shown)
         p = PlanResult(task=jtask.name, model=str(spec.model_cfg.name), method=spec.tag, examples=len(shown),
                        already_finished=0)
         name = str((spec.model_cfg.get("backend") or {}).get("name") or spec.model_cfg.name)

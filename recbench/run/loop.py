@@ -59,6 +59,31 @@ class _Active:
     missing: int = 0
 
 
+@dataclass(frozen=True)
+class LoopSettings:
+    """How a run's loops drive their examples (the config's `run` node, read once): examples in progress at once
+    (None = all), whether the run's own loop keeps its prompts, progress bars."""
+
+    chunk_size: Optional[int] = None
+    store_prompts: bool = True
+    progress: bool = True
+
+    def run_into(self, store_dir: Any, task: Task, method: Method, examples: list[Example], cache: ResponseCache,
+                 backend: Optional[Backend] = None, factory: Optional["LazyBackend"] = None
+                 ) -> tuple[list[SampleRecord], LoopStats]:
+        """The examples through a loop of their own into a record file of their own at store_dir (an audit's extra
+        requests, a judge dir; resumable, prompts stored): the records of these examples and the loop's counters."""
+        store = RunStore(store_dir)
+        try:
+            loop = EvalLoop(task, method, backend, cache, store, chunk_size=self.chunk_size, store_prompts=True,
+                            progress=self.progress, backend_factory=factory)
+            loop.run(examples)
+            wanted = {e.id for e in examples}
+            return [r for r in store.records() if r.id in wanted], loop.stats
+        finally:
+            store.close()
+
+
 class EvalLoop:
     """Runs one (task, method, backend) over examples; resumable through the run store and the cache."""
 

@@ -76,12 +76,8 @@ def merge_shards(dirs: Iterable[str | Path], out: Optional[str | Path] = None, c
     None). Refuses with ShardError (one line) what check_shards refuses, a data change since the shards ran, and a
     shard listing an example of another shard."""
     from recbench.api.config import validate
-    from recbench.run.construct import (
-        build_task,
-        data_source,
-        select_examples,
-        shard_of,
-    )
+    from recbench.run.construct import build_task, data_source, select_examples, shard_of
+    from recbench.run.audit_calls import RunAudits
     from recbench.run.evaluate import method_of, result_of
     from recbench.store import derived_cache
     from recbench.store.shards import ids_sha256
@@ -94,7 +90,8 @@ def merge_shards(dirs: Iterable[str | Path], out: Optional[str | Path] = None, c
     validate(cfg)
     derived_cache.configure(cfg.cache.get("derived_dir"))
     task = build_task(cfg)
-    method = method_of(cfg, task)
+    audits = RunAudits.of(cfg)
+    method = method_of(cfg, task, audits)
     selection = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by,
                                 source=data_source(task))
     if ids_sha256(e.id for e in selection) != shards[0].info.selection_sha256:
@@ -118,7 +115,7 @@ def merge_shards(dirs: Iterable[str | Path], out: Optional[str | Path] = None, c
     inv: dict[str, Any] = {k: sum(getattr(i, k) or 0 for i in last) for k in _COUNTERS}
     inv.update(model_loaded=any(i.model_loaded for i in last),
                merged_shards=len(shards), total_wall_time_s=time.time() - t0)
-    result = result_of(cfg, task, method, records, backend_errors=len(unresolved),  # judge dirs joined by tag first
+    result = result_of(cfg, task, method, audits, records, backend_errors=len(unresolved),  # judge dirs joined by tag first
                        complete=complete and len(records) == len(selection), run_dir=out_dir, this_invocation=inv,
                        extra=merge_judges(cfg, out_dir, [s.dir for s in shards]))
     write_merged(out_dir, shards, records, OmegaConf.to_yaml(cfg), result, warnings)

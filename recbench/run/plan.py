@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from recbench.api.config import validate
 from recbench.api.errors import lookup
-from recbench.run import audit_calls
+from recbench.run.audit_calls import RunAudits
 from recbench.run.construct import build_task, config_identity, select_examples, take_shard
 from recbench.run.cost import run_cost
 from recbench.run.evaluate import method_of
@@ -85,12 +85,13 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     """Drive every unfinished example's method with cached answers (or empty placeholders) and count."""
     validate(cfg)
     task = build_task(cfg)
-    method = method_of(cfg, task)  # the run's method, with the audits it asks for
+    audits = RunAudits.of(cfg)
+    method = method_of(cfg, task, audits)  # the run's method, with the audits it asks for
     examples = select_examples(task.load(), cfg.limit, cfg.run.limit_strategy, int(cfg.seed), task.breakdown_by)
     examples = take_shard(examples, cfg.run.shard, cfg.run.shards)  # run.shard=I: that shard only
     # contamination.probe_run=DIR: the run's checks of the probe, the model's identity only as far as the config
     # tells it (plan mode loads nothing)
-    examples = audit_calls.label(cfg, task, examples, run_dir, _ConfigModel(cfg.model) if method.needs_backend else None)
+    examples = audits.label(task, examples, run_dir, _ConfigModel(cfg.model) if method.needs_backend else None)
     done = ({s.id for s in read_run(run_dir, require_result=False).samples()} if Path(run_dir).is_dir() else set())
     todo = [e for e in examples if e.id not in done]
     uses_model = method.needs_backend
@@ -117,7 +118,7 @@ def plan_from_config(cfg: DictConfig, run_dir: str | Path) -> Plan:
     if not p.requests_exact:
         p.notes.append("adaptive method: later rounds were simulated with empty answers for uncached requests, "
                        "so the request count is an estimate")
-    p.notes += audit_calls.plan_notes(cfg, p.unique_requests)  # e.g. the noise floor's second decode
+    p.notes += audits.plan_notes(p.unique_requests)  # e.g. the noise floor's second decode
     p.power = power_plan(cfg, task, run_dir, examples)
     if p.power and p.power["power_at_effect"] < float(cfg.plan.power):
         p.notes.append(f"warning: with n={p.power['n']} the smallest difference detectable at "

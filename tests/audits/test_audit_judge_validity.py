@@ -170,9 +170,9 @@ class PanelJudge(Backend):
 def test_panel_alpha_equals_the_krippendorff_package_and_reasks_flip_rate(tmp_path, monkeypatch, capsys):
     import krippendorff
 
-    from recbench.run import judging
+    from recbench.run import judge_settings
 
-    monkeypatch.setattr(judging, "panel_model", lambda name: OmegaConf.create(
+    monkeypatch.setattr(judge_settings, "panel_model", lambda name: OmegaConf.create(
         {"name": name, "backend": {"_target_": f"{__name__}.PanelJudge", "name": name}}))
     ScriptedJudge.answer = staticmethod(lambda req: json.dumps(
         {**{a: 1 + _h(req.messages[-1][1] + a + str(req.sampling.seed)) % 5 for a in ASPECTS}, "reason": "r"}))
