@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_engine import Report  # noqa: E402 - the benchmarks' one reporter (prints with the load average)
+from bench_startup import child_env, compile_tree  # noqa: E402 - every tree timed from its byte code
 from loadgen import start_load, stop_load  # noqa: E402
 
 PY = sys.executable
@@ -136,11 +137,12 @@ def main() -> None:
     rep = Report(Path(a.out), sys.argv[1:])
     print(f"bench_plan: {os.cpu_count()} CPUs, load {os.getloadavg()}; results -> {a.out}", flush=True)
     runs = Path(tempfile.mkdtemp(prefix="bench_plan_runs_"))
-    env = {**os.environ, "RECBENCH_RUNS_DIR": str(runs), "RECBENCH_CACHE_DIR": str(REPO / ".cache"),
-           "PYTHONUNBUFFERED": "1"}
+    env = child_env(RECBENCH_RUNS_DIR=str(runs), RECBENCH_CACHE_DIR=str(REPO / ".cache"), PYTHONUNBUFFERED="1")
     trees = {"after": Path(a.after).resolve() if Path(a.after).is_dir() else extract(a.after)}
     if a.before:
         trees = {"before": extract(a.before), **trees}
+    for tree in trees.values():
+        compile_tree(tree)
     rows = [r for r in cases(runs) if not a.only or any(s in r[0] for s in a.only.split(","))]
     rep.note("cases", f"{len(rows)} plans: {', '.join(r[0] for r in rows)}")
     for name, tree in trees.items():  # warm: byte code, the derived-data cache's tokenizer folder and counts

@@ -83,10 +83,24 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path, stub: Any) -> dict[str
             "rc": p.returncode, "load": round(load, 2), "tail": p.stdout[-400:] if p.returncode else ""}
 
 
+def compile_tree(tree: Path) -> Path:
+    """Every module of the tree byte-compiled, as an installed package runs: a tree exported for the baseline has no
+    __pycache__, and with PYTHONDONTWRITEBYTECODE set (as in some shells) every run of it would compile its modules
+    from source (~0.1 CPU-s) while a working checkout reads its byte code."""
+    folders = [str(tree / d) for d in ("recbench", *ROOTS) if (tree / d).is_dir()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], check=True, stdout=subprocess.DEVNULL)
+    return tree
+
+
+def child_env(**more: str) -> dict[str, str]:
+    """This process's environment for a measured command, without PYTHONDONTWRITEBYTECODE (see compile_tree)."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, **more}
+
+
 def tree_env(tree: Path, work: Path, compose: Path) -> dict[str, str]:
     """A fresh runs dir and response cache; the tree's modules first on the path; a compose cache of this invocation
     (empty at the start: a tree that keeps composed configs composes on its first run of each command)."""
-    return {**os.environ, "PYTHONPATH": str(tree), "RECBENCH_RUNS_DIR": str(work / "runs"),
+    return {**child_env(), "PYTHONPATH": str(tree), "RECBENCH_RUNS_DIR": str(work / "runs"),
             "RECBENCH_CACHE_DIR": str(work / "cache"), "RECBENCH_COMPOSE_CACHE_DIR": str(compose),
             "PYTHONUNBUFFERED": "1"}
 
@@ -162,6 +176,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         if a.before_rev or a.before:
             trees.insert(0, ("before", export_rev(a.before_rev, tmp / "before") if a.before_rev
                              else link_roots(a.before.resolve())))
+        for _, tree in trees:
+            compile_tree(tree)
         out = ROOT / "benchmarks" / "results" / f"bench_startup_{a.label}.json"
         res = Results(out, {"label": a.label, "argv": sys.argv[1:] if argv is None else argv, "cpus": os.cpu_count(),
                             "before_rev": a.before_rev, "trees": {n: str(t) for n, t in trees}, "latency_s": 0.2,
@@ -175,7 +191,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                     ref_args = ["--limit", str(a.limit)] if a.limit else []
                     row = timed([sys.executable, str(ROOT / "benchmarks" / "reference_client.py"), "--base-url",
                                  stub.base_url, "--method", method, *ref_args],
-                                {**os.environ, "RECBENCH_CACHE_DIR": str(tmp / "shared")}, ROOT, stub)
+                                child_env(RECBENCH_CACHE_DIR=str(tmp / "shared")), ROOT, stub)
                     res.add(method, row, where="reference")
                 for i in range(a.reps):
                     for name, tree in trees:
