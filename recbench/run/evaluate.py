@@ -120,9 +120,8 @@ def _evaluate(cfg: DictConfig, parts: _Parts, store: RunStore, cache: ResponseCa
     """The loop over the examples, the audits' extra requests, versions.json, and the result."""
     task, method, examples, lazy = parts.task, parts.method, parts.examples, parts.lazy
     uses_model = method.needs_backend
-    settings = parts.loop
-    loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=settings.chunk_size,
-                    store_prompts=settings.store_prompts, progress=settings.progress, backend_factory=lazy)
+    loop = EvalLoop(task, method, backend if uses_model else None, cache, store, chunk_size=parts.loop.chunk_size,
+                    store_prompts=parts.loop.store_prompts, progress=parts.loop.progress, backend_factory=lazy)
     wanted = {e.id for e in examples}
     try:
         loop.run(examples)
@@ -131,11 +130,11 @@ def _evaluate(cfg: DictConfig, parts: _Parts, store: RunStore, cache: ResponseCa
         _write_versions(store, backend, lazy, uses_model, quiet=True)
         raise
     records = [r for r in store.records() if r.id in wanted]
-    extras = parts.audits.extra_requests(task, method, examples, store.dir, cache, backend, records, settings) \
+    extras = parts.audits.extra_requests(task, method, examples, store.dir, cache, backend, records, parts.loop) \
         if uses_model else []
     # the judge pass: the run's answers through the same loop and cache with the judge's backend (its own counters)
     judged = judging.judge_run(parts.judge, task, examples, records, store.dir, cache,
-                               backend if backend is not None else lazy, settings)
+                               backend if backend is not None else lazy, parts.loop)
     errors = loop.stats.backend_errors + sum(x.stats.backend_errors for x in extras)  # the next run finishes them
     errors += judged.stats["backend_errors"] if judged is not None else 0
     _write_versions(store, backend, lazy, uses_model)
@@ -153,9 +152,9 @@ def method_of(cfg: DictConfig, task: Any, audits: RunAudits) -> Any:
     return audits.wrap(task, task.make_method(cfg.method, cfg.sampling))
 
 
-def result_of(cfg: DictConfig, task: Any, method: Any, audits: RunAudits, records: list, *, backend_errors: int, complete: bool,
-              run_dir: str | Path, this_invocation: dict[str, Any], paid_tokens: tuple[int, int] = (0, 0),
-              extra: Optional[dict[str, Any]] = None) -> RunResult:
+def result_of(cfg: DictConfig, task: Any, method: Any, audits: RunAudits, records: list, *, backend_errors: int,
+              complete: bool, run_dir: str | Path, this_invocation: dict[str, Any],
+              paid_tokens: tuple[int, int] = (0, 0), extra: Optional[dict[str, Any]] = None) -> RunResult:
     """metrics.json of a run from its records: the aggregation (sorted by id, seeded bootstrap), the audits' blocks,
     counts and cost; a run and a merge of its shards (recbench.run.merge) both go through here, so they agree
     exactly. `extra`: blocks of the audits' extra requests."""

@@ -60,7 +60,8 @@ def _judge_one(spec: JudgeSpec, examples: list[Any], run_dir: Path, cache: Any, 
     write_manifest(where, {**manifest, "tag": spec.tag, "role": spec.role, "judge": str(spec.model_cfg.name),
                            "repeat": spec.repeat, "identity": ident, "fingerprint": fp})
     task = JudgeTask(spec.tag, spec.protocol, examples)
-    return loop.run_into(where, task, JudgeMethod(task, spec.tag), examples, cache, factory=factory)
+    method = JudgeMethod(task, spec.tag)
+    return loop.run_into(where, task, method, examples, cache, factory=factory)
 
 
 def judge_run(judge: Optional[JudgeSettings], task: Any, examples: list[Any], records: list[Any],
