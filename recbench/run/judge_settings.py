@@ -28,14 +28,14 @@ def enabled(cfg: Any) -> bool:
 
 @dataclass
 class JudgeSpec:
-    """One judge dir to fill: its tag, role (judge, panel, repeat), model config, repeat number, its protocol (the
-    seed moved by the repeat), and whether its model config is the judged model's (the run's backend judges)."""
+    """One judge dir to fill: its tag, role (judge, panel, repeat), model config, its protocol (the seed moved by the
+    repeat), repeat number, and whether its backend is the judged model's (then the run's backend judges)."""
 
     tag: str
     role: str
     model_cfg: Any
+    protocol: Protocol
     repeat: int = 0
-    protocol: Optional[Protocol] = None
     shares_model: bool = False
 
 
@@ -162,10 +162,10 @@ def _specs(cfg: Any, task: Any) -> list[JudgeSpec]:
     judge (an unknown protocol or rubric is refused first, then an unknown panel model)."""
     protocol, name = str(cfg.judge.protocol), str(cfg.judge.name)
     judge = judge_model(cfg)
-    specs = [JudgeSpec(judge_tag(name, protocol), "judge", judge, 0, protocol_for(cfg, task))]
-    specs += [JudgeSpec(judge_tag(str(n), protocol), "panel", panel_model(str(n)), 0, specs[0].protocol)
+    specs = [JudgeSpec(judge_tag(name, protocol), "judge", judge, protocol_for(cfg, task))]
+    specs += [JudgeSpec(judge_tag(str(n), protocol), "panel", panel_model(str(n)), specs[0].protocol)
               for n in cfg.judge.panel or [] if str(n) != name]
-    specs += [JudgeSpec(judge_tag(name, protocol, k), "repeat", judge, k, protocol_for(cfg, task, k))
+    specs += [JudgeSpec(judge_tag(name, protocol, k), "repeat", judge, protocol_for(cfg, task, k), k)
               for k in range(1, int(cfg.judge.repeats) + 1)]
     for spec in specs:
         spec.shares_model = _same_backend(spec.model_cfg, cfg.model)
