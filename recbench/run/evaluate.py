@@ -94,6 +94,7 @@ def _prepare(cfg: DictConfig, run_dir: str | Path, backend: Optional[Backend]) -
     examples = take_shard(selection, cfg.run.shard, cfg.run.shards)  # run.shard=I: after limit
     lazy = LazyBackend(cfg.model) if method.needs_backend and backend is None else None
     judge = judge_settings.read(cfg, task, examples, backend)  # a judge that cannot run is refused here
+    judge_settings.preflight(judge, model_checked=method.needs_backend and backend is None)  # before the model runs
     examples = audits.label(task, examples, run_dir, (backend or lazy) if method.needs_backend else None)
     loop = LoopSettings(chunk_size=cfg.run.chunk_size, store_prompts=cfg.run.store_prompts, progress=cfg.run.progress)
     return _Parts(task, method, selection, examples, lazy, audits, judge, loop)

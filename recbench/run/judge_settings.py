@@ -77,6 +77,22 @@ def read(cfg: Any, task: Any, examples: list[Any], backend: Any) -> Optional[Jud
                          references, str(cfg.model.name), cfg.model)
 
 
+def preflight(judge: Optional[JudgeSettings], model_checked: bool) -> None:
+    """Refuse, before the model runs, a judge whose backend cannot start here (a package it needs, an unset API-key
+    variable, a config its backend class refuses, servers that do not serve it): each judge model once, except the
+    run's own model where `model_checked` (the run checked it already). Plan mode does not call this."""
+    checked: list[Any] = []
+    for spec in judge.judges if judge is not None else []:
+        if (spec.shares_model and model_checked) or any(spec.model_cfg is c for c in checked):
+            continue
+        checked.append(spec.model_cfg)
+        try:
+            LazyBackend(spec.model_cfg).preflight()
+        except ConfigError as e:  # the judge's own keys are judge.backend.*; a panel member's, its model entry's
+            said = str(e) if spec.role == "panel" else str(e).replace("(model.backend.", "(judge.backend.")
+            raise ConfigError(f"judge ({spec.role} {spec.model_cfg.get('name')}): {said}") from None
+
+
 def judgeable(task: Any) -> str:
     """Why a task cannot be judged (its class declares no rubric), naming the tasks that can."""
     from recbench.api.metrics import _load_task_plugins

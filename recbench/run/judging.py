@@ -98,11 +98,10 @@ def judge_run(judge: Optional[JudgeSettings], task: Any, examples: list[Any], re
 
 def _factory(spec: JudgeSpec, model: Any, built: list[LazyBackend]) -> Any:
     """The judge's backend factory: the run's own when the judge's model config is the run's, else a new
-    LazyBackend (closed after the pass)."""
+    LazyBackend (closed after the pass; checked before the model ran, judge_settings.preflight)."""
     if isinstance(model, LazyBackend) and spec.shares_model:
         return model
     lazy = LazyBackend(spec.model_cfg)
-    lazy.preflight()
     built.append(lazy)
     return lazy
 

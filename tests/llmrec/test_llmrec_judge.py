@@ -32,7 +32,7 @@ class ScriptedJudge(Backend):
     stop_after: int | None = None  # Ctrl-C once this many requests were answered (an interrupted judge pass)
     answer = staticmethod(lambda req: json.dumps({**{a: 4 for a in ASPECTS}, "reason": "fine"}))
 
-    def __init__(self, name: str = "judge", batch_size: int = 8):
+    def __init__(self, name: str = "judge", batch_size: int = 8, api_key_env: str | None = None):
         self.name, self.batch_size = name, batch_size
 
     @classmethod
@@ -156,6 +156,24 @@ def test_refusals_before_anything_runs(tmp_path):
         assert message in str(e.value), (extra, str(e.value))
         assert "\n" not in str(e.value) and model.calls == 0 and ScriptedJudge.calls == 0
     assert not (tmp_path / "run" / "samples.jsonl").exists()
+
+
+def test_a_judge_that_cannot_start_is_refused_before_the_model_runs(tmp_path, monkeypatch):
+    """A judge whose API-key variable is unset: one line naming the judge and the variable, before the model answers
+    anything or the run dir holds a record (it used to come after the whole model run)."""
+    monkeypatch.delenv("RECBENCH_TEST_JUDGE_KEY", raising=False)
+    cfg = _cfg(tmp_path)
+    cfg.judge.backend.api_key_env = "RECBENCH_TEST_JUDGE_KEY"
+    model = _model()
+    with pytest.raises(ConfigError) as e:
+        run_from_config(cfg, tmp_path / "run", backend=model)
+    assert str(e.value).startswith("judge (judge smollm2): ") and "RECBENCH_TEST_JUDGE_KEY" in str(e.value)
+    assert "(judge.backend.api_key_env) is not set" in str(e.value) and "\n" not in str(e.value)
+    assert model.calls == 0 and ScriptedJudge.calls == 0
+    assert not (tmp_path / "run" / "samples.jsonl").exists()
+    monkeypatch.setenv("RECBENCH_TEST_JUDGE_KEY", "set")  # the same config runs once the key is there
+    run_from_config(cfg, tmp_path / "run", backend=model)
+    assert model.calls == 6 and ScriptedJudge.calls == 6
 
 
 def _by_prompt(req) -> str:
