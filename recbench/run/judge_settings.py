@@ -13,8 +13,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from recbench.api.errors import ConfigError, suggest
 from recbench.api.judge_metrics import check_rubric
+from recbench.api.prompts import template_path
 from recbench.api.types import SamplingParams
-from recbench.judges.protocols import PROTOCOLS, Protocol, Setup
+from recbench.judges.protocols import PKG, PROTOCOLS, Protocol, Setup
 from recbench.run.construct import LazyBackend, config_identity
 from recbench.store.schema import SchemaError, judge_tag, read_run
 
@@ -46,6 +47,7 @@ class JudgeSettings:
     name: str  # judge.name
     protocol: str  # judge.protocol
     template: str  # the protocol's template file
+    template_text: str  # its text, read once (every judge dir's fingerprint holds it)
     reference: Optional[str]  # judge.reference, the run dir judged against (None: none)
     rubric: dict[str, str]
     judges: list[JudgeSpec]  # the judge first, then the other panel members, then the repeats
@@ -72,7 +74,8 @@ def read(cfg: Any, task: Any, examples: list[Any], backend: Any) -> Optional[Jud
         log.warning("judge=%s is the judged model itself (same backend identity): LLM judges prefer their own "
                     "answers, so its scores may be inflated (self-preference)", cfg.judge.name)
     setup = specs[0].protocol.setup
-    return JudgeSettings(str(cfg.judge.name), str(cfg.judge.protocol), str(setup.template),
+    text = template_path(PKG, setup.template).read_text(encoding="utf-8")
+    return JudgeSettings(str(cfg.judge.name), str(cfg.judge.protocol), str(setup.template), text,
                          str(cfg.judge.reference) if cfg.judge.reference else None, dict(setup.rubric), specs,
                          references, str(cfg.model.name), cfg.model)
 

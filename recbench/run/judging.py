@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from recbench.api.prompts import template_path
-from recbench.judges.protocols import PKG, Protocol
+from recbench.judges.protocols import Protocol
 from recbench.judges.task import JudgeMethod, JudgeTask, judge_examples
 from recbench.run.construct import LazyBackend
 from recbench.run.judge_settings import JudgeSettings, JudgeSpec, enabled, identity, judged_identity
@@ -38,29 +37,28 @@ class JudgePass:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def fingerprint(identity: Any, protocol: Protocol, examples: list[Any]) -> str:
+def fingerprint(identity: Any, protocol: Protocol, template: str, examples: list[Any]) -> str:
     """What a judge dir's records depend on: the judge's identity, the protocol, rubric, template text, sampling and
     every judged example (context, answer, reference answer); a judge dir of another fingerprint starts again."""
-    template = template_path(PKG, protocol.setup.template).read_text(encoding="utf-8")
     payload = {"identity": identity, "protocol": protocol.key(), "rubric": protocol.setup.rubric, "template": template,
                "sampling": protocol.setup.sampling.to_dict(), "examples": [[e.id, e.data] for e in examples]}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _judge_one(spec: JudgeSpec, examples: list[Any], run_dir: Path, cache: Any, factory: Any,
+def _judge_one(spec: JudgeSpec, template: str, examples: list[Any], run_dir: Path, cache: Any, factory: Any,
                manifest: dict[str, Any], loop: LoopSettings) -> tuple[list[Any], LoopStats]:
     """One judge dir filled through the run's loop and cache (resumable); its records of these examples and the
-    loop's counters."""
+    loop's counters (`template`: the protocol template's text)."""
     where = Path(run_dir) / JUDGE_DIR / spec.tag
     ident = factory.identity()
-    fp = fingerprint(ident, spec.protocol, examples)
+    fp = fingerprint(ident, spec.protocol, template, examples)
+    task = JudgeTask(spec.tag, spec.protocol, examples)
+    method = JudgeMethod(task, spec.tag)
     if start_again_if_changed(where, fp):
         log.warning("judge/%s: judged before with another judge, rubric, template or other answers: judged again "
                     "(the response cache answers what it holds)", spec.tag)
     write_manifest(where, {**manifest, "tag": spec.tag, "role": spec.role, "judge": str(spec.model_cfg.name),
                            "repeat": spec.repeat, "identity": ident, "fingerprint": fp})
-    task = JudgeTask(spec.tag, spec.protocol, examples)
-    method = JudgeMethod(task, spec.tag)
     return loop.run_into(where, task, method, examples, cache, factory=factory)
 
 
@@ -83,7 +81,7 @@ def judge_run(judge: Optional[JudgeSettings], task: Any, examples: list[Any], re
         for spec in judge.judges:
             factory = _factory(spec, model, built)
             manifest["self_judged"] = identity(spec.model_cfg) == manifest["model_identity"]
-            recs, stats = _judge_one(spec, shown, Path(run_dir), cache, factory, manifest, loop)
+            recs, stats = _judge_one(spec, judge.template_text, shown, Path(run_dir), cache, factory, manifest, loop)
             totals = {k: totals[k] + getattr(stats, k) for k in COUNTERS}
             if spec.role == "judge":
                 main_records = recs

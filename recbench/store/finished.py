@@ -116,7 +116,8 @@ def mark_finished(run_dir: str | Path, inputs: str | None) -> None:
     if inputs is None:
         marker.unlink(missing_ok=True)
         return
-    write_json_atomic(marker, _run_state(d, inputs))
+    state = _run_state(d, inputs)
+    write_json_atomic(marker, state)
 
 
 def reuse_finished(run_dir: str | Path, inputs: str | None, this_invocation: dict[str, Any],

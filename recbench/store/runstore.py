@@ -71,7 +71,8 @@ def dumps_line(obj: Any) -> str:
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON via a temp file and rename, so readers never see half a file (no temp file is left on failure;
     a full disk raises DiskFull)."""
-    write_text_atomic(path, json.dumps(clean_nan(obj), indent=2, default=_json_default, allow_nan=False))
+    text = json.dumps(clean_nan(obj), indent=2, default=_json_default, allow_nan=False)  # refused before any write
+    write_text_atomic(path, text)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
