@@ -192,7 +192,7 @@ def _check(ok: bool, key: str, value: Any, rule: str) -> None:
         raise ConfigError(f"{key}={value}: must be {rule}")
 
 
-def _finite(v: Any, whole: bool = False) -> bool:
+def _finite(v: Any, integer: bool = False) -> bool:
     """True when v is a finite number (a whole one when asked); a text like 'abc' or inf is not."""
     import math
 
@@ -202,7 +202,7 @@ def _finite(v: Any, whole: bool = False) -> bool:
         x = float(v)
     except ValueError:
         return False
-    return math.isfinite(x) and (not whole or x == int(x) and not (isinstance(v, str) and "." in v))
+    return math.isfinite(x) and (not integer or x == int(x) and not (isinstance(v, str) and "." in v))
 
 
 def _one_component(name: object) -> bool:
@@ -244,7 +244,7 @@ def validate(cfg: DictConfig) -> None:
     _check_judge(cfg.get("judge") or {})
     m = cfg.get("method") or {}
     if m.get("max_tokens") is not None:
-        _check(_finite(m.max_tokens, whole=True) and int(float(m.max_tokens)) >= 1, "method.max_tokens", m.max_tokens,
+        _check(_finite(m.max_tokens, integer=True) and int(float(m.max_tokens)) >= 1, "method.max_tokens", m.max_tokens,
                "a whole number >= 1")
     b = (cfg.get("model") or {}).get("backend") or {}
     for key in ("batch_size", "concurrency", "max_consecutive_failures", "max_response_bytes"):
@@ -261,12 +261,12 @@ def validate(cfg: DictConfig) -> None:
 def _check_audit(a: Any) -> None:
     """audit.templates: 0 or >= 2; audit.noise.batch_size >= 1; audit.noise.dtype a torch dtype name."""
     t = a.get("templates", 0)
-    _check(_finite(t, whole=True) and (int(t) == 0 or int(t) >= 2), "audit.templates", t,
+    _check(_finite(t, integer=True) and (int(t) == 0 or int(t) >= 2), "audit.templates", t,
            "0 (off) or a whole number >= 2 (the prompt templates asked per example)")
     noise = a.get("noise") or {}
     bs = noise.get("batch_size")
     if bs is not None:
-        _check(_finite(bs, whole=True) and int(bs) >= 1, "audit.noise.batch_size", bs,
+        _check(_finite(bs, integer=True) and int(bs) >= 1, "audit.noise.batch_size", bs,
                "a whole number >= 1 (the batch size of the re-decode), or null")
     dt = noise.get("dtype")
     if dt is not None:
@@ -275,10 +275,12 @@ def _check_audit(a: Any) -> None:
 
 
 def _check_judge(j: Any) -> None:
-    """judge.repeats >= 0, judge.temperature >= 0, judge.max_tokens >= 1 (the protocol and the rest: run/judging.py)."""
-    for key, ok, rule in (("repeats", lambda v: _finite(v, whole=True) and int(v) >= 0, "a whole number >= 0 (0 = off)"),
+    """judge.repeats >= 0, judge.temperature >= 0, judge.max_tokens >= 1 (the protocol and the rest:
+    run/judge_settings.py)."""
+    for key, ok, rule in (("repeats", lambda v: _finite(v, integer=True) and int(v) >= 0,
+                           "a whole number >= 0 (0 = off)"),
                           ("temperature", lambda v: _finite(v) and float(v) >= 0, "a finite number >= 0"),
-                          ("max_tokens", lambda v: _finite(v, whole=True) and int(v) >= 1, "a whole number >= 1")):
+                          ("max_tokens", lambda v: _finite(v, integer=True) and int(v) >= 1, "a whole number >= 1")):
         if j.get(key) is not None:
             _check(ok(j.get(key)), f"judge.{key}", j.get(key), rule)
 
@@ -288,7 +290,7 @@ def _check_contamination(c: Any) -> None:
     a, n, t = c.get("alpha"), c.get("n_resamples"), c.get("title_similarity")
     _check(a is None or _finite(a) and 0 < float(a) <= 0.5, "contamination.alpha", a,
            "in (0, 0.5] (the level of the gap test)")
-    _check(n is None or _finite(n, whole=True) and int(n) >= 99, "contamination.n_resamples", n,
+    _check(n is None or _finite(n, integer=True) and int(n) >= 99, "contamination.n_resamples", n,
            "a whole number >= 99 (label permutations of the gap test)")
     _check(t is None or _finite(t) and 0 < float(t) <= 100, "contamination.title_similarity", t,
            "in (0, 100] (rapidfuzz ratio at which two titles name one item)")
@@ -297,12 +299,12 @@ def _check_contamination(c: Any) -> None:
 def _check_shard(r: Any) -> None:
     """run.shard / run.shards: N >= 1 shards, and a shard index 0 <= I < N whenever N > 1."""
     n = r.get("shards", 1)
-    _check(_finite(n, whole=True) and int(n) >= 1, "run.shards", n, "a whole number >= 1 (the number of shards; 1 = "
+    _check(_finite(n, integer=True) and int(n) >= 1, "run.shards", n, "a whole number >= 1 (the number of shards; 1 = "
            "the whole run)")
     i = r.get("shard")
     if i is None and int(n) > 1:
         raise ConfigError(f"run.shards={n} needs run.shard=I, a whole number in [0, {int(n) - 1}]: one shard per "
                           f"process (all of them as one sweep: -m 'run.shard=range({n})' run.shards={n})")
     if i is not None:
-        _check(_finite(i, whole=True) and 0 <= int(i) < int(n), "run.shard", i,
+        _check(_finite(i, integer=True) and 0 <= int(i) < int(n), "run.shard", i,
                f"a whole number in [0, {int(n) - 1}] with run.shards={n} (shards are numbered from 0)")

@@ -149,5 +149,4 @@ def _top_k_per_row(S: sp.csr_matrix, k: int) -> sp.csr_matrix:
     return out
 
 
-__all__ = ["ZeroShot", "GlobalMean", "UserMean", "ItemMean", "RandomRating", "Lead", "Popularity",
-           "ItemKNN", "PureSVD", "RandomRank"]
+__all__ = ["Popularity", "ItemKNN", "PureSVD", "RandomRank"]
