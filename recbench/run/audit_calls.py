@@ -14,6 +14,7 @@ from recbench.api import audits
 from recbench.api.audits import Audit, AuditRun, Extra
 from recbench.run.construct import LazyBackend
 from recbench.run.loop import LoopSettings
+from recbench.store.records import PASS_COUNTERS
 
 
 @dataclass
@@ -81,14 +82,10 @@ class RunAudits:
         return [x for x in out if x is not None]
 
 
-#: the loop counters the audits' extra requests add to this invocation's
-COUNTERS = ("backend_errors", "backend_calls", "cache_hits", "cache_misses", "prompt_tokens", "completion_tokens")
-
-
 def with_extra(stats: dict[str, Any], extras: list[Extra]) -> dict[str, Any]:
     """This invocation's loop counters with the audits' extra requests' calls, hits, errors and tokens added."""
     out = dict(stats)
     for x in extras:
         more = vars(x.stats)
-        out = {k: (v + more[k] if k in COUNTERS else v) for k, v in out.items()}
+        out = {k: (v + more[k] if k in PASS_COUNTERS else v) for k, v in out.items()}
     return out

@@ -19,13 +19,11 @@ from recbench.run.construct import LazyBackend
 from recbench.run.judge_settings import JudgeSettings, JudgeSpec, enabled, identity, judged_identity
 from recbench.run.loop import LoopSettings, LoopStats
 from recbench.store.judge_records import JUDGE_DIR, start_again_if_changed, write_manifest
+from recbench.store.records import PASS_COUNTERS
 from recbench.store.runstore import RunStore
 from recbench.store.schema import judge_tag
 
 log = logging.getLogger("recbench")
-
-#: the loop counters a judge pass reports (and adds to the run's invocation where it says so)
-COUNTERS = ("backend_calls", "cache_hits", "cache_misses", "backend_errors", "prompt_tokens", "completion_tokens")
 
 
 @dataclass
@@ -73,7 +71,7 @@ def judge_run(judge: Optional[JudgeSettings], task: Any, examples: list[Any], re
     manifest = {"protocol": judge.protocol, "rubric": judge.rubric, "template": judge.template,
                 "reference": judge.reference, "model": judge.model,
                 "model_identity": judged_identity(judge.model_cfg, model)}
-    totals = dict.fromkeys(COUNTERS, 0)
+    totals = dict.fromkeys(PASS_COUNTERS, 0)
     tags: dict[str, list[str]] = {"panel": [], "repeat": []}
     main_records: list[Any] = []
     built: list[LazyBackend] = []
@@ -82,7 +80,7 @@ def judge_run(judge: Optional[JudgeSettings], task: Any, examples: list[Any], re
             factory = _factory(spec, model, built)
             manifest["self_judged"] = identity(spec.model_cfg) == manifest["model_identity"]
             recs, stats = _judge_one(spec, judge.template_text, shown, Path(run_dir), cache, factory, manifest, loop)
-            totals = {k: totals[k] + getattr(stats, k) for k in COUNTERS}
+            totals = {k: totals[k] + getattr(stats, k) for k in PASS_COUNTERS}
             if spec.role == "judge":
                 main_records = recs
             else:
@@ -149,4 +147,4 @@ def merge_judges(cfg: Any, out: Path, shard_dirs: list[Path]) -> dict[str, Any]:
     if tag not in by_tag:
         return {}
     tags = {role: [t for t, (m, _, _) in by_tag.items() if m.get("role") == role] for role in ("panel", "repeat")}
-    return {"judge": _block(name, protocol, tag, by_tag[tag][1], tags, dict.fromkeys(COUNTERS, 0), by_tag[tag][0])}
+    return {"judge": _block(name, protocol, tag, by_tag[tag][1], tags, dict.fromkeys(PASS_COUNTERS, 0), by_tag[tag][0])}

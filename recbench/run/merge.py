@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from recbench.run.judging import merge_judges
 from recbench.store.facts import Invocation
+from recbench.store.records import LoopStats
 from recbench.store.schema import RunResult
 from recbench.store.shards import (
     ShardDir,
@@ -36,9 +37,8 @@ class Merged:
     warnings: list[str] = field(default_factory=list)
 
 
-#: this_invocation counters summed over the shards' last invocations
-_COUNTERS = ("examples_total", "examples_skipped", "examples_finished", "backend_errors", "backend_calls",
-             "cache_hits", "cache_misses", "prompt_tokens", "completion_tokens", "wall_time_s")
+#: this_invocation counters summed over the shards' last invocations: every loop counter
+_COUNTERS = tuple(f.name for f in fields(LoopStats))
 
 
 def default_out(shards: list[ShardDir]) -> Path:

@@ -189,3 +189,8 @@ class LoopStats:
     prompt_tokens: int = 0  # of requests sent to the backend in this invocation
     completion_tokens: int = 0
     wall_time_s: float = 0.0
+
+
+#: the counters a further pass over the run's examples (an audit's extra requests, a judge dir) adds to this
+#: invocation's, in the order metrics.json's judge block writes them
+PASS_COUNTERS = ("backend_calls", "cache_hits", "cache_misses", "backend_errors", "prompt_tokens", "completion_tokens")
